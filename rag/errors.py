@@ -1,0 +1,38 @@
+"""Domain errors. The CLI turns each into one clean line on stderr (exit code 1).
+
+Every message says what went wrong, where (file, line, field) and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class SieveError(Exception):
+    """Base class for every error Sieve reports to a user."""
+
+
+class ConfigError(SieveError):
+    """A configuration value is missing or invalid."""
+
+
+class InputError(SieveError):
+    """Bad user input: a file, a line, a field or a query."""
+
+
+class IndexNotFound(SieveError):
+    """No index where one was expected."""
+
+
+class IndexMismatch(SieveError):
+    """The index on disk does not match the current configuration, or is corrupt."""
+
+
+class ModelError(SieveError):
+    """A language or embedding model cannot be loaded or called."""
+
+
+class QuotaExhausted(ModelError):
+    """A provider's daily quota is spent; the run stops cleanly and can be resumed later."""
+
+
+class ArtifactError(SieveError):
+    """A compiled program in artifacts/ is missing, corrupt or does not match."""
