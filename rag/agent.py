@@ -1,0 +1,147 @@
+"""The self-reflective agent: retrieve, grade, then answer, or rewrite and retry, or refuse.
+
+    retrieve -> grade -> answer
+                  \\-> rewrite -> retrieve -> grade ...   (at most ``max_rewrites`` times)
+                  \\-> refuse                             (never answers from rejected context)
+
+With ``use_reflection=False`` it is the baseline: retrieve, then answer from whatever came back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dspy
+
+from rag.context import extract_citations, format_context, split_citations, strip_invalid_citations
+from rag.errors import InputError
+from rag.metering import CallStats, metered_call
+from rag.trace import Step, Trace
+from signatures import Answerer, Grader, Rewriter
+
+REFUSAL = "I couldn't find this in the knowledge base."
+MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts, and the trace says so
+
+
+class Sieve(dspy.Module):
+    def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
+                 top_k: int = 4, lms: dict[str, dspy.BaseLM] | None = None):
+        super().__init__()
+        self.retriever = retriever
+        self.max_rewrites = max_rewrites
+        self.use_reflection = use_reflection
+        self.top_k = top_k
+        self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
+        self.grade = dspy.Predict(Grader)
+        self.rewrite = dspy.Predict(Rewriter)
+        self.respond = dspy.Predict(Answerer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question, notes = _check_question(question)
+        trace = Trace(question=question)
+        query, tried = question, []
+        for attempt in range(self.max_rewrites + 1):
+            hits = self._retrieve(query, trace, notes if attempt == 0 else [])
+            tried.append(query)
+            if not self.use_reflection:
+                return self._answer(question, hits, trace)
+            relevant, reason = self._grade(question, hits, trace)
+            if relevant:
+                return self._answer(question, relevant, trace)
+            if attempt == self.max_rewrites:
+                return self._refuse(hits, trace, reason)
+            query = self._rewrite(question, tried, reason, trace)
+        raise AssertionError("unreachable: the loop always returns")
+
+    # ------------------------------------------------------------------ nodes
+    def _retrieve(self, query: str, trace: Trace, notes: list[str]) -> list[Any]:
+        step = trace.add(Step(node="retrieve", query=query, notes=list(notes)))
+        start = time.perf_counter()
+        hits = self.retriever.search(query, k=self.top_k)
+        step.latency_ms = (time.perf_counter() - start) * 1000
+        step.hits = [{k: v for k, v in h.to_dict().items() if k != "text"} for h in hits]
+        return hits
+
+    def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
+        shown = [h.chunk_id for h in hits]
+        step = trace.add(Step(node="grade", query=question, shown_ids=shown))
+        if not hits:
+            step.verdict, step.reason = False, "retrieval returned nothing"
+            return [], step.reason
+        pred, stats = self._call("grader", self.grade, question=question, context=format_context(hits))
+        _record(step, stats)
+        chosen, invalid = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], shown)
+        if invalid:
+            step.notes.append(f"grader named ids that were not shown, dropped: {invalid}")
+        step.verdict, step.reason, step.chosen_ids = bool(pred.relevant), str(pred.reason or ""), chosen
+        if not step.verdict:
+            return [], step.reason
+        if not chosen:  # relevant, but no usable ids: the context as a whole was accepted
+            step.notes.append("grader said relevant without valid ids; using all shown passages")
+            return list(hits), step.reason
+        return [h for h in hits if h.chunk_id in chosen], step.reason
+
+    def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
+        step = trace.add(Step(node="rewrite", query=tried[-1]))
+        pred, stats = self._call("rewriter", self.rewrite, question=question, tried_queries=tried, grader_reason=reason)
+        _record(step, stats)
+        new = " ".join(str(pred.query or "").split())
+        if not new or new in tried:
+            step.notes.append("rewriter repeated a tried query; appending the grader's reason")
+            new = f"{question} {reason}".strip()
+        step.rewrite = new[:MAX_QUESTION_CHARS]
+        return step.rewrite
+
+    def _answer(self, question: str, hits: list[Any], trace: Trace) -> dspy.Prediction:
+        shown = [h.chunk_id for h in hits]
+        step = trace.add(Step(node="answer", shown_ids=shown))
+        pred, stats = self._call("answerer", self.respond, question=question, context=format_context(hits))
+        _record(step, stats)
+        answer = str(pred.answer or "").strip()
+        valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)
+        if invalid:
+            step.notes.append(f"dropped {len(invalid)} citation(s) of ids not in the context: {invalid}")
+            answer = strip_invalid_citations(answer, invalid)
+        if not valid:
+            step.notes.append("answer cites no passage")
+        step.answer, step.chosen_ids = answer, valid
+        trace.outcome = "answered"
+        by_id = {h.chunk_id: h for h in hits}
+        return dspy.Prediction(answer=answer, refused=False, citations=valid,
+                               sources=[_source(by_id[c]) for c in valid], closest=[], trace=trace,
+                               invalid_citations=invalid)
+
+    def _refuse(self, hits: list[Any], trace: Trace, reason: str) -> dspy.Prediction:
+        trace.add(Step(node="refuse", answer=REFUSAL, reason=reason, shown_ids=[h.chunk_id for h in hits]))
+        trace.outcome = "refused"
+        return dspy.Prediction(answer=REFUSAL, refused=True, citations=[], sources=[],
+                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[])
+
+    def _call(self, role: str, predictor: dspy.Module, **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
+        return metered_call(predictor, self.lms.get(role), **inputs)
+
+
+def _record(step: Step, stats: CallStats) -> None:
+    step.latency_ms, step.tokens_in, step.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
+    step.cost, step.model, step.cached = stats.cost, stats.model, stats.cached
+
+
+def _source(hit: Any) -> dict[str, Any]:
+    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", "")}
+
+
+def _check_question(question: Any) -> tuple[str, list[str]]:
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question is empty; ask something, e.g. rag ask \"What does the with statement do?\"")
+    question = " ".join(question.split())
+    if len(question) > MAX_QUESTION_CHARS:
+        return question[:MAX_QUESTION_CHARS], [f"question cut from {len(question)} to {MAX_QUESTION_CHARS} characters"]
+    return question, []
+
+
+def prediction_to_dict(pred: dspy.Prediction) -> dict[str, Any]:
+    """The full Prediction + Trace as plain JSON-ready data (``rag ask --json``, eval results)."""
+    return {"answer": pred.answer, "refused": pred.refused, "citations": list(pred.citations),
+            "invalid_citations": list(pred.invalid_citations), "sources": pred.sources,
+            "closest": pred.closest, "trace": pred.trace.to_dict()}

@@ -1,0 +1,53 @@
+"""Measure one LM call of a DSPy predictor: latency, tokens, cost, model, cache hit.
+
+Each call runs against a private ``lm.copy()`` (the model handle is shared, the history is not), so the
+measurement is exact even when the evaluation harness runs items in parallel threads.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+
+@dataclass
+class CallStats:
+    latency_ms: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    model: str | None = None
+    cached: bool = False
+    calls: int = 0
+
+
+def _usage(entry: dict[str, Any]) -> tuple[int, int]:
+    usage = entry.get("usage") or {}
+    if not isinstance(usage, dict):
+        usage = getattr(usage, "__dict__", {}) or {}
+    tokens_in = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+    tokens_out = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+    return int(tokens_in), int(tokens_out)
+
+
+def metered_call(predictor: dspy.Module, lm: dspy.BaseLM | None, **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
+    """Call ``predictor(**inputs)`` with ``lm`` (or the configured LM) and measure what the call cost."""
+    base = lm or dspy.settings.lm
+    if base is None:
+        raise RuntimeError("No language model configured: call rag.lm.configure_dspy(settings) at the entry point")
+    local = base.copy()
+    start = time.perf_counter()
+    with dspy.context(lm=local):
+        prediction = predictor(**inputs)
+    stats = CallStats(latency_ms=(time.perf_counter() - start) * 1000, model=getattr(base, "model", None))
+    for entry in local.history:
+        tokens_in, tokens_out = _usage(entry)
+        stats.tokens_in += tokens_in
+        stats.tokens_out += tokens_out
+        stats.cost += float(entry.get("cost") or 0.0)
+        stats.cached = stats.cached or bool(getattr(entry.get("response"), "cache_hit", False))
+        stats.calls += 1
+    return prediction, stats

@@ -1,0 +1,100 @@
+"""The agent's trace: one record per step, plus totals. JSON-serialisable both ways.
+
+Nodes, in the order the agent may take them::
+
+    retrieve -> grade -> (answer | rewrite -> retrieve -> grade ... | refuse)
+
+The evaluation harness, ``rag ask --trace`` and the notebooks read this structure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Node = Literal["retrieve", "grade", "rewrite", "answer", "refuse"]
+NODES: tuple[str, ...] = ("retrieve", "grade", "rewrite", "answer", "refuse")
+
+
+@dataclass
+class Step:
+    node: str
+    query: str | None = None  # the search query (retrieve), or the query that was graded (grade)
+    hits: list[dict[str, Any]] = field(default_factory=list)  # retrieve: Hit.to_dict() without text
+    verdict: bool | None = None  # grade: is the shown context relevant?
+    reason: str | None = None  # grade: why; refuse: why
+    chosen_ids: list[str] = field(default_factory=list)  # grade: relevant ids; answer: valid cited ids
+    shown_ids: list[str] = field(default_factory=list)  # grade/answer: ids of the chunks put in the prompt
+    rewrite: str | None = None  # rewrite: the new query
+    answer: str | None = None  # answer/refuse: the text returned to the user
+    latency_ms: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    model: str | None = None
+    cached: bool = False  # served from the DSPy cache (latency is what was measured now)
+    notes: list[str] = field(default_factory=list)  # e.g. dropped citations, truncated context
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Step":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Trace:
+    question: str
+    steps: list[Step] = field(default_factory=list)
+    outcome: str | None = None  # "answered" | "refused"
+
+    def add(self, step: Step) -> Step:
+        self.steps.append(step)
+        return step
+
+    def of(self, node: str) -> list[Step]:
+        return [s for s in self.steps if s.node == node]
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        return {
+            "steps": len(self.steps),
+            "rewrites": len(self.of("rewrite")),
+            "outcome": self.outcome,
+            "latency_ms": round(sum(s.latency_ms for s in self.steps), 2),
+            "tokens_in": sum(s.tokens_in for s in self.steps),
+            "tokens_out": sum(s.tokens_out for s in self.steps),
+            "cost": round(sum(s.cost for s in self.steps), 8),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "outcome": self.outcome,
+                "steps": [s.to_dict() for s in self.steps], "totals": self.totals}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Trace":
+        return cls(question=data["question"], outcome=data.get("outcome"),
+                   steps=[Step.from_dict(s) for s in data.get("steps", [])])
+
+    def render(self) -> str:
+        """A readable, step-by-step account (``rag ask --trace``, notebooks)."""
+        lines = [f"Q: {self.question}"]
+        for i, s in enumerate(self.steps, 1):
+            head = f"{i}. {s.node:<8}"
+            cost = f"  [{s.latency_ms:.0f} ms, {s.tokens_in}+{s.tokens_out} tok{', cached' if s.cached else ''}]"
+            if s.node == "retrieve":
+                ids = ", ".join(f"{h['chunk_id']}" for h in s.hits)
+                lines.append(f"{head} query={s.query!r} -> {ids}{cost}")
+            elif s.node == "grade":
+                verdict = "RELEVANT" if s.verdict else "NOT RELEVANT"
+                lines.append(f"{head} {verdict} ids={s.chosen_ids} reason={s.reason!r}{cost}")
+            elif s.node == "rewrite":
+                lines.append(f"{head} {s.query!r} -> {s.rewrite!r}{cost}")
+            else:
+                lines.append(f"{head} cited={s.chosen_ids} {(s.answer or '')[:160]!r}{cost}")
+            lines.extend(f"   note: {n}" for n in s.notes)
+        t = self.totals
+        lines.append(f"= {t['outcome']}: {t['steps']} steps, {t['rewrites']} rewrites, "
+                     f"{t['latency_ms']:.0f} ms, {t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost']:.6f}")
+        return "\n".join(lines)
