@@ -24,6 +24,7 @@ import platformdirs
 from rag.errors import ConfigError
 
 ROLES = ("grader", "rewriter", "answerer", "judge")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golden/ (editable install)
 MODES = ("bm25", "dense", "hybrid")
 
 
@@ -62,7 +63,7 @@ class Settings:
     # cache and compiled programs
     cache: bool = True
     cache_dir: Path = field(default_factory=lambda: sieve_home() / "dspy-cache")
-    artifacts_dir: Path = field(default_factory=lambda: Path("artifacts"))
+    artifacts_dir: Path = field(default_factory=lambda: PROJECT_ROOT / "artifacts")
     artifact: str | None = None  # a named artifact; None = the one matching this configuration
 
     def model_for(self, role: str) -> str | None:

@@ -1,0 +1,195 @@
+"""``rag compile``: optimize each role's prompt on ``train``, select on ``dev``, report ``test``.
+
+The optimizer never sees ``test``. Every role is scored before and after with its metric
+(optimize/roles.py). Finished roles are checkpointed, so an interrupted compile re-runs only what is
+left (and the DSPy cache makes repeated LM calls free). The result is saved as an artifact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+from dspy.utils.usage_tracker import UsageTracker
+
+from optimize.budget import CallCounter
+from optimize.optimizers import OPTIMIZERS, calls_upper_bound, run_optimizer
+from optimize.tasks import build_tasks
+from rag import artifacts
+from rag.config import ROLES, Settings, sieve_home
+from rag.errors import ConfigError, InputError
+
+TOKENS_PER_CALL = {"grader": 1300, "rewriter": 250, "answerer": 900, "judge": 1100}  # measured means, see benchmarks/
+
+
+@dataclass
+class CompilePlan:
+    optimizer: str
+    roles: list[str]
+    sizes: dict[str, dict[str, int]]  # role -> split -> examples
+    calls: dict[str, int]  # role -> upper bound of LM calls (optimizer + before/after scoring)
+    tokens: dict[str, int]
+    cost_usd: float
+
+    def render(self) -> str:
+        lines = [f"optimizer: {self.optimizer}",
+                 f"{'role':<10}{'train':>7}{'dev':>6}{'test':>6}{'LM calls <=':>13}{'tokens ~':>11}"]
+        for r in self.roles:
+            s = self.sizes[r]
+            lines.append(f"{r:<10}{s['train']:>7}{s['dev']:>6}{s['test']:>6}{self.calls[r]:>13}{self.tokens[r]:>11}")
+        lines.append(f"total: <= {sum(self.calls.values())} LM calls, ~{sum(self.tokens.values())} tokens, "
+                     f"~${self.cost_usd:.4f} at Groq list prices")
+        return "\n".join(lines)
+
+
+@dataclass
+class CompileResult:
+    artifact: artifacts.Artifact | None
+    plan: CompilePlan
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def parse_roles(text: str) -> list[str]:
+    roles = list(ROLES) if text.strip() == "all" else [r.strip() for r in text.split(",") if r.strip()]
+    bad = [r for r in roles if r not in ROLES]
+    if bad or not roles:
+        raise ConfigError(f"--roles {text!r}: unknown role(s) {bad}; allowed: {', '.join(ROLES)} or all")
+    return roles
+
+
+def plan(tasks: dict[str, Any], optimizer: str, budget: int | None) -> CompilePlan:
+    """Upper bounds per role; with ``budget``, trims training sets (largest first) until the bound fits."""
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+
+    def bound(t: Any) -> int:
+        scoring = 2 * (len(t.dev) + len(t.test)) * t.calls_per_example  # before and after
+        return calls_upper_bound(optimizer, len(t.train), len(t.dev), t.calls_per_example) + scoring
+
+    if budget is not None:
+        for _ in range(10_000):  # bounded: each pass removes one example
+            if sum(bound(t) for t in tasks.values()) <= budget:
+                break
+            biggest = max(tasks.values(), key=lambda t: (len(t.train), len(t.dev), len(t.test)))
+            split = max(("train", "dev", "test"), key=lambda s: len(getattr(biggest, s)))
+            if len(getattr(biggest, split)) <= 1:
+                raise ConfigError(f"--budget {budget} is too small for even one example per split; "
+                                  f"the smallest plan needs {sum(bound(t) for t in tasks.values())} LM calls")
+            getattr(biggest, split).pop()
+    calls = {r: bound(t) for r, t in tasks.items()}
+    tokens = {r: calls[r] * TOKENS_PER_CALL[r] for r in tasks}
+    from rag.lm.pricing import estimate_cost  # list prices per model
+
+    cost = sum(estimate_cost(model, tokens[r] * 0.85, tokens[r] * 0.15)
+               for r, model in (("grader", "openai/gpt-oss-20b"), ("rewriter", "openai/gpt-oss-20b"),
+                                ("answerer", "openai/gpt-oss-120b"), ("judge", "qwen/qwen3-32b")) if r in tokens)
+    sizes = {r: {"train": len(t.train), "dev": len(t.dev), "test": len(t.test)} for r, t in tasks.items()}
+    return CompilePlan(optimizer, list(tasks), sizes, calls, tokens, cost)
+
+
+def score(program: dspy.Module, examples: list[dspy.Example], metric: Any, lm: dspy.BaseLM,
+          show_progress: bool = True, label: str = "") -> float | None:
+    if not examples:
+        return None
+    total = 0.0
+    with dspy.context(lm=lm):
+        for i, ex in enumerate(examples, 1):
+            try:
+                total += float(metric(ex, program(**ex.inputs())))
+            except Exception as exc:  # a failed call scores 0, and says so
+                print(f"  {label}: example {ex.get('item_id')} failed: {exc}", file=sys.stderr)
+            if show_progress:
+                print(f"\r  scoring {label}: {i}/{len(examples)}", end="", file=sys.stderr, flush=True)
+    if show_progress:
+        print(file=sys.stderr)
+    return round(total / len(examples), 4)
+
+
+def _checkpoint_dir(key: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return sieve_home() / "compile" / digest
+
+
+def compile_program(settings: Settings, *, golden: Path, optimizer: str = "bootstrap", roles: list[str] | None = None,
+                    budget: int | None = None, dry_run: bool = False, out: str | None = None,
+                    labels: Path | None = None, show_progress: bool = True) -> CompileResult:
+    from rag.agent import Sieve
+    from rag.golden import load_golden
+    from rag.lm.roles import lms_for_roles, role_models
+    from rag.retrieve import Retriever
+
+    roles = roles or ["grader", "rewriter", "answerer"]
+    items = load_golden(golden)
+    if not items:
+        raise InputError(f"{golden}: the golden set is empty")
+    retriever = Retriever.from_settings(settings)
+    lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
+    tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels)
+    the_plan = plan(tasks, optimizer, budget)
+    if dry_run:
+        return CompileResult(artifact=None, plan=the_plan)
+
+    models = role_models(settings)
+    golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
+    ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "models": models, "budget": budget,
+                            "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
+    ckpt.mkdir(parents=True, exist_ok=True)
+    counter = CallCounter()
+    scores: dict[str, dict[str, float | None]] = {}
+    compiled: dict[str, dspy.Module] = {}
+    started = time.time()
+    usage = UsageTracker()
+    with dspy.context(callbacks=[*dspy.settings.callbacks, counter], usage_tracker=usage):
+        for role, task in tasks.items():
+            lm, done = lms[role], ckpt / f"{role}.json"
+            before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress, f"{role} {s} before")
+                      for s in ("dev", "test")}
+            if done.is_file():
+                state = json.loads(done.read_text())
+                program = task.program.deepcopy()
+                program.load_state(state["program"])
+                after = state["after"]
+                print(f"{role}: reusing finished work from {done}", file=sys.stderr)
+            else:
+                print(f"{role}: compiling with {optimizer} on {len(task.train)} train examples", file=sys.stderr)
+                with dspy.context(lm=lm):
+                    program = run_optimizer(optimizer, role, task.program.deepcopy(), task.metric, task.train,
+                                            task.dev, lm, reflection_lm=lms.get("answerer"))
+                after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{role} {s} after")
+                         for s in ("dev", "test")}
+                done.write_text(json.dumps({"program": program.dump_state(), "after": after}))
+            compiled[role] = program
+            scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
+                            "test_before": before["test"], "test_after": after["test"]}
+
+    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
+    for role, attr in (("grader", "grade"), ("rewriter", "rewrite"), ("answerer", "respond")):
+        if role in compiled:
+            getattr(agent, attr).load_state(compiled[role].predict.dump_state())
+    judge = compiled["judge"].predict if "judge" in compiled else None
+    name = out or f"{optimizer}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
+    manifest = {
+        "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
+        "optimizer_settings": {"max_demos": 2, "budget": budget, "roles": list(tasks)},
+        "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
+        "index_fingerprint": retriever.index.fingerprint, "scores": scores,
+        "spend": {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "planned_calls_upper_bound": sum(the_plan.calls.values()),
+                  "wall_s": round(time.time() - started, 1)},
+        "settings": {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")},
+    }
+    art = artifacts.save(agent, Path(settings.artifacts_dir) / name, manifest, judge=judge)
+    return CompileResult(artifact=art, plan=the_plan, scores=scores)
+
+
+def _sieve_version() -> str:
+    from rag import __version__
+
+    return __version__

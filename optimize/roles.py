@@ -1,0 +1,156 @@
+"""One small DSPy program per role, its examples built from the golden set, and its metric.
+
+Each role is compiled on its own (cheaper and clearer than end to end on a small model), then the
+compiled predictor is put back into the agent. Metrics score one prediction with the same definitions
+the evaluation harness uses for a whole run (rag.agent_metrics), so compile and eval agree.
+
+    role      inputs                                   metric (1.0 = perfect)
+    grader    question, context (first retrieval)      set-level agreement with gold relevance, and
+                                                       chunk-level Jaccard of the chosen ids
+    rewriter  question, tried queries, grader reason   a gold chunk is in the top-k for the new query,
+                                                       and the grader then passes
+    answerer  question, gold context                   judge: correct and faithful, citations valid
+    judge     question, reference, candidate, context  agreement with the human labels (golden/)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+from rag.agent_metrics import jaccard
+from rag.context import extract_citations, format_context, split_citations
+from signatures import Answerer, Grader, Judge, Rewriter
+
+ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
+NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
+
+
+class GradeStep(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Grader)
+
+    def forward(self, question: str, context: str) -> dspy.Prediction:
+        return self.predict(question=question, context=context)
+
+
+class RewriteStep(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Rewriter)
+
+    def forward(self, question: str, tried_queries: list[str], grader_reason: str) -> dspy.Prediction:
+        return self.predict(question=question, tried_queries=tried_queries, grader_reason=grader_reason)
+
+
+class AnswerStep(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Answerer)
+
+    def forward(self, question: str, context: str) -> dspy.Prediction:
+        return self.predict(question=question, context=context)
+
+
+class JudgeStep(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(Judge)
+
+    def forward(self, question: str, reference_answer: str, candidate_answer: str, context: str) -> dspy.Prediction:
+        return self.predict(question=question, reference_answer=reference_answer,
+                            candidate_answer=candidate_answer, context=context)
+
+
+@dataclass
+class RoleTask:
+    """Everything an optimizer needs for one role."""
+
+    role: str
+    program: dspy.Module
+    metric: Callable[..., float]
+    train: list[dspy.Example]
+    dev: list[dspy.Example]
+    test: list[dspy.Example]
+    calls_per_example: int  # LM calls per example: the role's own call plus the metric's
+
+
+# ------------------------------------------------------------------ examples
+def grader_example(item: Any, hits: Sequence[Any], gold: set[str]) -> dspy.Example:
+    shown = [h.chunk_id for h in hits]
+    chosen = [c for c in shown if c in gold]
+    return dspy.Example(question=item.question, context=format_context(hits), relevant=bool(chosen),
+                        reason="" if chosen else NOT_RELEVANT_REASON, relevant_chunk_ids=chosen,
+                        shown_ids=shown, item_id=item.id).with_inputs("question", "context")
+
+
+def rewriter_example(item: Any, gold: set[str]) -> dspy.Example:
+    return dspy.Example(question=item.question, tried_queries=[item.question], grader_reason=NOT_RELEVANT_REASON,
+                        gold_ids=sorted(gold), item_id=item.id).with_inputs("question", "tried_queries", "grader_reason")
+
+
+def answerer_example(item: Any, hits: Sequence[Any]) -> dspy.Example:
+    ids = [h.chunk_id for h in hits]
+    return dspy.Example(question=item.question, context=format_context(hits), answer=item.reference_answer,
+                        cited_ids=ids, reference_answer=item.reference_answer, shown_ids=ids,
+                        item_id=item.id).with_inputs("question", "context")
+
+
+def judge_example(label: dict[str, Any]) -> dspy.Example:
+    return dspy.Example(question=label["question"], reference_answer=label["reference_answer"],
+                        candidate_answer=label["answer"], context=label.get("context", ""),
+                        correct=bool(label["correct"]), faithful=bool(label["faithful"]),
+                        reason=label.get("note", ""), item_id=label.get("item_id")
+                        ).with_inputs("question", "reference_answer", "candidate_answer", "context")
+
+
+# ------------------------------------------------------------------ metrics
+def grader_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+    set_ok = float(bool(pred.relevant) == bool(example.relevant))
+    if example.relevant and pred.relevant:
+        chosen, _ = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], example.shown_ids)
+        chunk = jaccard(set(chosen), set(example.relevant_chunk_ids))
+    else:
+        chunk = set_ok
+    score = 0.6 * set_ok + 0.4 * chunk
+    return score >= 0.8 if trace is not None else score
+
+
+def make_rewriter_metric(retriever: Any, k: int, grade: dspy.Module | None) -> Callable[..., float]:
+    def rewriter_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+        query = " ".join(str(pred.query or "").split())
+        if not query:
+            return 0.0
+        hits = retriever.search(query, k=k)
+        if not any(h.chunk_id in example.gold_ids for h in hits):
+            return 0.0
+        if grade is None:
+            return 1.0
+        verdict = grade(question=example.question, context=format_context(hits))
+        score = 1.0 if verdict.relevant else 0.5
+        return score >= 1.0 if trace is not None else score
+    return rewriter_metric
+
+
+def make_answerer_metric(judge: dspy.Module, judge_lm: dspy.BaseLM | None) -> Callable[..., float]:
+    def answerer_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+        answer = str(pred.answer or "")
+        valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), example.shown_ids)
+        cites_ok = float(bool(valid) and not invalid)
+        with dspy.context(lm=judge_lm) if judge_lm is not None else nullcontext():
+            verdict = judge(question=example.question, reference_answer=example.reference_answer,
+                            candidate_answer=answer, context=example.context)
+        score = (float(bool(verdict.correct)) + float(bool(verdict.faithful)) + cites_ok) / 3
+        return score >= 1.0 if trace is not None else score
+    return answerer_metric
+
+
+def judge_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+    score = (float(bool(pred.correct) == example.correct) + float(bool(pred.faithful) == example.faithful)) / 2
+    return score >= 1.0 if trace is not None else score
+

@@ -1,0 +1,95 @@
+"""Build each role's train/dev/test examples from the golden set (and, for the judge, the human labels)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from optimize.roles import (AnswerStep, GradeStep, JudgeStep, RewriteStep, RoleTask, answerer_example,
+                            grader_example, grader_metric, judge_example, judge_metric, make_answerer_metric,
+                            make_rewriter_metric, rewriter_example)
+from rag.config import Settings
+from rag.errors import InputError
+
+SPLITS = ("train", "dev", "test")
+DEFAULT_LABELS = Path("golden/judge_labels.jsonl")
+
+
+def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str) -> dict[str, list[dspy.Example]]:
+    out: dict[str, list[dspy.Example]] = {s: [] for s in SPLITS}
+    for split, ex in examples:
+        out[split if split in out else "train"].append(ex)
+    for split in SPLITS:
+        if not out[split]:
+            raise InputError(f"the golden set has no '{split}' examples for the {role}; "
+                             f"add items with \"split\": \"{split}\" (about 40/20/40 train/dev/test)")
+    return out
+
+
+def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, settings: Settings,
+                lms: dict[str, dspy.BaseLM] | None = None, labels_path: Path | None = None) -> dict[str, RoleTask]:
+    from rag.golden import gold_chunk_ids
+
+    lms = lms or {}
+    k = settings.top_k
+    chunks = retriever.index.chunks
+    gold = {item.id: gold_chunk_ids(item, chunks) for item in items}
+    answerable = [i for i in items if not i.should_refuse and gold[i.id]]
+    tasks: dict[str, RoleTask] = {}
+
+    if "grader" in roles:
+        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id])) for i in items]
+        splits = _by_split(pairs, "grader")
+        kinds = {bool(ex.relevant) for ex in splits["train"]}
+        if len(kinds) < 2:
+            only = "relevant" if kinds == {True} else "not relevant"
+            raise InputError("the grader needs both relevant and not-relevant examples in train, but every train "
+                             f"item's first retrieval is {only}; add answerable and unanswerable items")
+        tasks["grader"] = RoleTask("grader", GradeStep(), grader_metric, **splits, calls_per_example=1)
+
+    if "rewriter" in roles:
+        missed = [i for i in answerable if i.type == "vague"
+                  or not {h.chunk_id for h in retriever.search(i.question, k=k)} & gold[i.id]]
+        pool = missed if len({i.split for i in missed}) == 3 else answerable
+        splits = _by_split([(i.split, rewriter_example(i, gold[i.id])) for i in pool], "rewriter")
+        grade = GradeStep() if lms.get("grader") is None else _bound(GradeStep(), lms["grader"])
+        tasks["rewriter"] = RoleTask("rewriter", RewriteStep(), make_rewriter_metric(retriever, k, grade),
+                                     **splits, calls_per_example=2)
+
+    if "answerer" in roles:
+        pairs = []
+        for i in answerable:
+            hits = [h for h in retriever.search(i.question, k=k) if h.chunk_id in gold[i.id]]
+            if not hits:  # first retrieval missed: show the gold passages themselves
+                hits = retriever.lookup(sorted(gold[i.id])[:2])
+            pairs.append((i.split, answerer_example(i, hits)))
+        splits = _by_split(pairs, "answerer")
+        judge = JudgeStep()
+        tasks["answerer"] = RoleTask("answerer", AnswerStep(), make_answerer_metric(judge, lms.get("judge")),
+                                     **splits, calls_per_example=2)
+
+    if "judge" in roles:
+        path = labels_path or DEFAULT_LABELS
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no judge labels; make them with: rag calibrate --run RUN_DIR")
+        split_of = {i.id: i.split for i in items}
+        labels = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        splits = _by_split([(split_of.get(lab.get("item_id")), judge_example(lab)) for lab in labels], "judge")
+        tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
+    return tasks
+
+
+class _bound(dspy.Module):
+    """Run a role program with its own LM, whatever LM the caller has configured."""
+
+    def __init__(self, program: dspy.Module, lm: dspy.BaseLM):
+        super().__init__()
+        self.program, self._lm = program, lm
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        with dspy.context(lm=self._lm):
+            return self.program(**inputs)

@@ -1,0 +1,162 @@
+"""Compiled programs in ``artifacts/``: one folder each, self-describing, no pickle.
+
+    artifacts/<name>/program.json    DSPy JSON state of the agent's predictors (instructions + demos)
+    artifacts/<name>/judge.json      DSPy JSON state of the judge (when it was compiled)
+    artifacts/<name>/manifest.json   versions, models per role, optimizer, golden hash, scores, spend, date
+
+``select`` picks the artifact that matches the current configuration (same signatures, same models per
+role, same DSPy minor version; the same corpus preferred), or validates the one named by the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from rag.errors import ArtifactError
+
+PROGRAM_FILE, JUDGE_FILE, MANIFEST_FILE = "program.json", "judge.json", "manifest.json"
+
+
+def signature_fingerprint() -> str:
+    """Hash of the uncompiled signatures (instructions, field names and types): a changed signature
+    invalidates compiled programs, which would otherwise load silently with stale fields."""
+    from signatures import Answerer, Grader, Judge, Rewriter
+
+    parts = []
+    for sig in (Grader, Rewriter, Answerer, Judge):
+        fields = [(n, str(f.annotation)) for n, f in {**sig.input_fields, **sig.output_fields}.items()]
+        parts.append(f"{sig.__name__}|{sig.instructions}|{fields}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def dspy_minor(version: str | None = None) -> str:
+    return ".".join((version or dspy.__version__).split(".")[:2])
+
+
+@dataclass
+class Artifact:
+    name: str
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def program_path(self) -> Path:
+        return self.path / PROGRAM_FILE
+
+    @property
+    def judge_path(self) -> Path | None:
+        p = self.path / JUDGE_FILE
+        return p if p.is_file() else None
+
+    def problems(self, models: dict[str, str], signatures: str | None = None) -> list[str]:
+        """Why this artifact does not fit the current configuration ([] = it fits)."""
+        m, out = self.manifest, []
+        if m.get("signatures") != (signatures or signature_fingerprint()):
+            out.append("it was compiled for other signatures (the signature code changed since)")
+        if dspy_minor(m.get("dspy_version", "0.0")) != dspy_minor():
+            out.append(f"it was compiled with DSPy {m.get('dspy_version')}, this is DSPy {dspy.__version__}")
+        compiled = m.get("models", {})
+        diff = [f"{r}: {compiled.get(r)} vs {models[r]}" for r in models if compiled.get(r) != models[r]]
+        if diff:
+            out.append("it was compiled for other models (" + "; ".join(diff) + ")")
+        return out
+
+
+def load(path: Path) -> Artifact:
+    path = Path(path)
+    manifest_path, program_path = path / MANIFEST_FILE, path / PROGRAM_FILE
+    if not manifest_path.is_file() or not program_path.is_file():
+        raise ArtifactError(f"{path} is not a compiled program: it needs {MANIFEST_FILE} and {PROGRAM_FILE}. "
+                            "Recompile with: rag compile")
+    for file in (manifest_path, program_path):
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ArtifactError(f"{file}: not valid JSON ({exc}). Delete the folder and recompile with: rag compile") from None
+        if not isinstance(data, dict):
+            raise ArtifactError(f"{file}: expected a JSON object. Delete the folder and recompile with: rag compile")
+        if file == manifest_path:
+            manifest = data
+    if manifest.get("format") != "sieve-artifact/1":
+        raise ArtifactError(f"{manifest_path}: not a Sieve artifact manifest (format={manifest.get('format')!r})")
+    return Artifact(name=path.name, path=path, manifest=manifest)
+
+
+def list_artifacts(root: Path) -> list[Artifact]:
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for sub in sorted(root.iterdir()):
+        if (sub / MANIFEST_FILE).is_file():
+            try:
+                found.append(load(sub))
+            except ArtifactError:
+                continue
+    return found
+
+
+def select(root: Path, models: dict[str, str], name: str | None = None,
+           fingerprint: str | None = None) -> tuple[Artifact | None, list[str]]:
+    """(artifact or None, messages). A named artifact must exist and fit; otherwise the best fitting one."""
+    if name:
+        art = load(Path(root) / name) if not Path(name).is_dir() else load(Path(name))
+        problems = art.problems(models)
+        if problems:
+            raise ArtifactError(f"artifact {art.name} does not fit this configuration: {'; '.join(problems)}. "
+                                "Recompile with: rag compile, or drop --artifact to run uncompiled")
+        return art, []
+    messages, fitting = [], []
+    for art in list_artifacts(root):
+        problems = art.problems(models)
+        if problems:
+            messages.append(f"skipped artifact {art.name}: {'; '.join(problems)}")
+        else:
+            fitting.append(art)
+    if not fitting:
+        return None, messages
+    fitting.sort(key=lambda a: (a.manifest.get("index_fingerprint") == fingerprint, a.manifest.get("created", "")))
+    best = fitting[-1]
+    if fingerprint and best.manifest.get("index_fingerprint") != fingerprint:
+        messages.append(f"artifact {best.name} was compiled on another corpus; its demos come from that corpus")
+    return best, messages
+
+
+def save(program: dspy.Module, out: Path, manifest: dict[str, Any], judge: dspy.Module | None = None) -> Artifact:
+    """Write program (+judge) state and manifest into ``out`` atomically (temp dir, then rename)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        program.save(str(tmp / PROGRAM_FILE), save_program=False)
+        if judge is not None:
+            judge.save(str(tmp / JUDGE_FILE), save_program=False)
+        full = {"format": "sieve-artifact/1", "signatures": signature_fingerprint(),
+                "dspy_version": dspy.__version__, **manifest}
+        (tmp / MANIFEST_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return load(out)
+
+
+def apply(program: dspy.Module, artifact: Artifact, judge: dspy.Module | None = None) -> None:
+    """Load the compiled state into a freshly built program (and judge)."""
+    try:
+        program.load(str(artifact.program_path))
+        if judge is not None and artifact.judge_path:
+            judge.load(str(artifact.judge_path))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ArtifactError(f"{artifact.path}: the program state does not match Sieve's predictors ({exc}). "
+                            "Recompile with: rag compile") from None
