@@ -119,7 +119,9 @@ def _checkpoint_dir(key: dict[str, Any]) -> Path:
 
 def compile_program(settings: Settings, *, golden: Path, optimizer: str = "bootstrap", roles: list[str] | None = None,
                     budget: int | None = None, dry_run: bool = False, out: str | None = None,
-                    labels: Path | None = None, show_progress: bool = True) -> CompileResult:
+                    labels: Path | None = None, show_progress: bool = True,
+                    lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
+    """Compile ``roles`` and save an artifact; ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
     from rag.lm.roles import lms_for_roles, role_models
@@ -130,7 +132,8 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     if not items:
         raise InputError(f"{golden}: the golden set is empty")
     retriever = Retriever.from_settings(settings)
-    lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
+    if lms is None:
+        lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
     tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels)
     the_plan = plan(tasks, optimizer, budget)
     if dry_run:

@@ -1,0 +1,164 @@
+"""rag compile end to end with a scripted DummyLM over the tiny real index; artifacts and their bad cases."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+from dspy.utils import DummyLM
+
+from optimize.compile import compile_program, parse_roles
+from rag import artifacts
+from rag.agent import Sieve
+from rag.config import load_settings
+from rag.errors import ArtifactError, ConfigError, InputError
+
+ITEMS = [
+    ("a1", "answerable", "What does the with statement wrap?", "A block, with a context manager's methods.",
+     ["wrap the execution of a block"], "train"),
+    ("a2", "answerable", "What does nonlocal refer to?", "Variables in the nearest enclosing scope.",
+     ["nearest enclosing scope excluding globals"], "train"),
+    ("a3", "answerable", "What do lambda expressions create?", "Anonymous functions.",
+     ["used to create anonymous functions"], "dev"),
+    ("a4", "answerable", "Which method implements len()?", "object.__len__.",
+     ["is called to implement the built-in function"], "test"),
+    ("u1", "unanswerable", "What does numpy.einsum compute?", "Not covered.", [], "train"),
+    ("u2", "unanswerable", "How do I set a timeout in requests.get?", "Not covered.", [], "dev"),
+    ("u3", "unanswerable", "When was CPython 3.13 released?", "Not covered.", [], "test"),
+]
+
+# One scripted reply per role, picked by the output fields the prompt asks for.
+REPLIES = {
+    "`[[ ## relevant_chunk_ids ## ]]`": {"reason": "it says so", "relevant": True, "relevant_chunk_ids": ["with#001"]},
+    "`[[ ## query ## ]]`": {"query": "with statement context manager"},
+    "`[[ ## cited_ids ## ]]`": {"answer": "A block [with#001].", "cited_ids": ["with#001"]},
+    "`[[ ## faithful ## ]]`": {"reason": "matches", "correct": True, "faithful": True},
+}
+
+
+def write_golden(path, items=ITEMS):
+    with open(path, "w", encoding="utf-8") as f:
+        for id_, type_, q, ref, evidence, split in items:
+            f.write(json.dumps({"id": id_, "type": type_, "question": q, "reference_answer": ref,
+                                "should_refuse": type_ == "unanswerable", "evidence": evidence,
+                                "split": split}) + "\n")
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path, tiny_index):
+    settings = load_settings({"index_dir": tiny_index.path, "artifacts_dir": tmp_path / "artifacts", "top_k": 3})
+    lm = DummyLM(REPLIES)
+    return settings, write_golden(tmp_path / "golden.jsonl"), {r: lm for r in ("grader", "rewriter", "answerer", "judge")}
+
+
+def test_compile_writes_an_artifact_that_loads_back_and_behaves_the_same(setup):
+    settings, golden, lms = setup
+    result = compile_program(settings, golden=golden, optimizer="bootstrap", roles=["grader", "rewriter", "answerer"],
+                             out="tiny", lms=lms, show_progress=False)
+    art = result.artifact
+    assert art is not None and art.program_path.is_file() and art.name == "tiny"
+    m = art.manifest
+    assert m["format"] == "sieve-artifact/1" and m["dspy_version"] == dspy.__version__
+    assert set(m["scores"]) == {"grader", "rewriter", "answerer"}
+    assert {"dev_before", "dev_after", "test_before", "test_after"} <= set(m["scores"]["grader"])
+    assert m["golden"]["sizes"]["grader"] == {"train": 3, "dev": 2, "test": 2}
+    assert m["spend"]["lm_calls"] > 0
+    state = json.loads(art.program_path.read_text())
+    assert state["grade"]["demos"], "bootstrap should have kept passing grader demos"
+
+    from rag.retrieve import Retriever
+
+    retriever = Retriever.from_settings(settings)
+    fresh, loaded = Sieve(retriever, top_k=3), Sieve(retriever, top_k=3)
+    artifacts.apply(loaded, artifacts.load(art.path))
+    assert len(loaded.grade.demos) == len(json.loads(art.program_path.read_text())["grade"]["demos"]) > 0
+    assert len(fresh.grade.demos) == 0
+    dspy.configure(lm=DummyLM(REPLIES))
+    again = Sieve(retriever, top_k=3)
+    again.load(str(art.program_path))
+    q = "What does the with statement wrap?"
+    assert again(question=q).answer == loaded(question=q).answer
+
+
+def test_rerun_reuses_finished_roles(setup, capsys):
+    settings, golden, lms = setup
+    compile_program(settings, golden=golden, roles=["grader"], out="one", lms=lms, show_progress=False)
+    capsys.readouterr()
+    compile_program(settings, golden=golden, roles=["grader"], out="two", lms=lms, show_progress=False)
+    assert "reusing finished work" in capsys.readouterr().err
+
+
+def test_dry_run_plans_without_calling_any_model(setup):
+    settings, golden, _ = setup
+    result = compile_program(settings, golden=golden, roles=["grader", "answerer"], dry_run=True, lms={})
+    assert result.artifact is None
+    assert result.plan.calls["grader"] == 3 + 2 * (2 + 2)  # bootstrap: train; scoring: dev+test, before+after
+    assert "LM calls" in result.plan.render()
+
+
+def test_budget_trims_the_plan_to_fit(setup):
+    settings, golden, _ = setup
+    result = compile_program(settings, golden=golden, roles=["grader"], dry_run=True, budget=9, lms={})
+    assert sum(result.plan.calls.values()) <= 9
+    with pytest.raises(ConfigError, match="too small"):
+        compile_program(settings, golden=golden, roles=["grader"], dry_run=True, budget=2, lms={})
+
+
+def test_empty_split_is_a_clear_error(setup, tmp_path):
+    settings, _, lms = setup
+    golden = write_golden(tmp_path / "nodev.jsonl", [i for i in ITEMS if i[5] != "dev"])
+    with pytest.raises(InputError, match="no 'dev' examples"):
+        compile_program(settings, golden=golden, roles=["grader"], dry_run=True, lms={})
+
+
+def test_golden_set_with_one_type_is_a_clear_error(setup, tmp_path):
+    settings, _, _ = setup
+    golden = write_golden(tmp_path / "onetype.jsonl", [i for i in ITEMS if i[1] == "unanswerable"])
+    with pytest.raises(InputError, match="both relevant and not-relevant"):
+        compile_program(settings, golden=golden, roles=["grader"], dry_run=True, lms={})
+
+
+def test_unknown_roles_and_optimizers_list_allowed_values(setup):
+    settings, golden, _ = setup
+    with pytest.raises(ConfigError, match="allowed: grader, rewriter, answerer, judge"):
+        parse_roles("grader,critic")
+    with pytest.raises(ConfigError, match="bootstrap, random-search, mipro, gepa"):
+        compile_program(settings, golden=golden, optimizer="adam", roles=["grader"], dry_run=True, lms={})
+
+
+def _artifact(tmp_path, tiny_retriever, **manifest):
+    return artifacts.save(Sieve(tiny_retriever), tmp_path / "arts" / "a", {"models": {"grader": "embedded"}, **manifest})
+
+
+def test_corrupt_program_json_is_a_clear_error(tmp_path, tiny_retriever):
+    art = _artifact(tmp_path, tiny_retriever)
+    art.program_path.write_text("{not json")
+    with pytest.raises(ArtifactError, match="program.json: not valid JSON"):
+        artifacts.load(art.path)
+
+
+def test_foreign_program_json_is_a_clear_error(tmp_path, tiny_retriever):
+    art = _artifact(tmp_path, tiny_retriever)
+    art.program_path.write_text(json.dumps({"classifier": {"demos": [], "signature": {}}}))
+    with pytest.raises(ArtifactError, match="does not match Sieve's predictors"):
+        artifacts.apply(Sieve(tiny_retriever), artifacts.load(art.path))
+
+
+def test_artifact_from_another_dspy_version_is_refused(tmp_path, tiny_retriever):
+    art = _artifact(tmp_path, tiny_retriever)
+    manifest = json.loads((art.path / "manifest.json").read_text())
+    manifest["dspy_version"] = "2.6.0"
+    (art.path / "manifest.json").write_text(json.dumps(manifest))
+    models = {"grader": "embedded"}
+    with pytest.raises(ArtifactError, match="compiled with DSPy 2.6.0"):
+        artifacts.select(tmp_path / "arts", models, name="a")
+    chosen, messages = artifacts.select(tmp_path / "arts", models)
+    assert chosen is None and "DSPy 2.6.0" in messages[0]
+
+
+def test_model_mismatch_is_never_a_silent_wrong_program(tmp_path, tiny_retriever):
+    _artifact(tmp_path, tiny_retriever)
+    chosen, messages = artifacts.select(tmp_path / "arts", {"grader": "groq/openai/gpt-oss-20b"})
+    assert chosen is None and "other models" in messages[0]
