@@ -181,3 +181,16 @@ def test_unanswerable_absent_terms_do_not_occur_in_corpus():
                 hits = [name for name, text in TOPICS.items() if collapse(term).lower() in text.lower()]
                 present.append(f"{where(lineno, 'absent_terms')}: {term!r} occurs in topics {hits} {VERSION_HINT}")
     assert not present, "\n".join(present)
+
+
+def test_readme_counts_table_matches_stats_script():
+    """golden/README.md carries the table printed by benchmarks/golden_stats.py for this file."""
+    import importlib.util
+
+    root = GOLDEN.parents[1]
+    spec = importlib.util.spec_from_file_location("golden_stats", root / "benchmarks" / "golden_stats.py")
+    stats = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stats)
+    readme = (root / "golden" / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- golden-stats:start -->")[1].split("<!-- golden-stats:end -->")[0].strip()
+    assert block == stats.table(ITEMS), "golden/README.md counts are stale: paste `python benchmarks/golden_stats.py` output"
