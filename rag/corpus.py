@@ -1,0 +1,206 @@
+"""Documents in: the built-in demo corpus and folders of text files.
+
+Two sources produce :class:`Document` objects (a third, pre-chunked JSONL, skips documents
+entirely; see :func:`rag.chunking.load_chunks_jsonl`):
+
+* :func:`load_builtin_topics`: the Python language reference topics that ship with CPython
+  (``pydoc_data.topics``), so a new user can index something without bringing data;
+* :func:`load_folder`: ``.md`` / ``.markdown`` / ``.txt`` / ``.rst`` / ``.html`` files found
+  recursively under a folder. Files that cannot be read as UTF-8 text are skipped with a warning
+  naming them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
+  structure-aware chunker sees its sections.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+import warnings
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from rag.errors import InputError
+
+SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
+MAX_FILE_BYTES = 20_000_000  # a single "document" larger than this is almost surely not prose
+
+
+@dataclass
+class Document:
+    """One source document before chunking. ``doc_id`` is stable (relative posix path or topic name)."""
+
+    doc_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    url: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
+    """The CPython language-reference topics (``pydoc_data.topics.topics``), one document per topic.
+
+    ``names`` restricts to a subset (unknown names raise :class:`InputError`); the default is all.
+    """
+    from pydoc_data.topics import topics
+
+    chosen = sorted(topics) if names is None else list(names)
+    unknown = [n for n in chosen if n not in topics]
+    if unknown:
+        raise InputError(f"unknown built-in topic(s): {', '.join(unknown)}; see pydoc_data.topics for the list")
+    docs = []
+    for name in chosen:
+        text = topics[name]
+        first = text.lstrip().splitlines()[0].strip() if text.strip() else name
+        docs.append(Document(doc_id=name, text=text, title=first, source=f"pydoc:{name}", meta={"topic": name}))
+    return docs
+
+
+def load_folder(path: str | Path, show_progress: bool = True) -> list[Document]:
+    """Every supported text file under ``path`` (recursive, sorted, hidden files skipped).
+
+    ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces).
+    Binary, non-UTF-8 or unreadable files are skipped with a :class:`UserWarning` naming them.
+    Raises :class:`InputError` when ``path`` is missing or holds no readable supported file.
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise InputError(f"{root}: no such file or folder; give a folder of {'/'.join(SUFFIXES)} files")
+    if root.is_file() and root.suffix.lower() not in SUFFIXES:
+        raise InputError(f"{root}: unsupported file type {root.suffix!r}; supported: {', '.join(SUFFIXES)}")
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and p.suffix.lower() in SUFFIXES and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    base = root.parent if root.is_file() else root
+    if not files:
+        raise InputError(f"{root}: no supported files found (looked for {', '.join(SUFFIXES)}, recursively)")
+    docs: list[Document] = []
+    for i, file in enumerate(files, 1):
+        if show_progress:
+            print(f"\rreading files {i}/{len(files)}", end="", file=sys.stderr, flush=True)
+        text = _read_text(file)
+        if text is None:
+            continue
+        rel = file.relative_to(base).as_posix()
+        if file.suffix.lower() in (".html", ".htm"):
+            title, text = html_to_text(text)
+        else:
+            title = _first_heading(text, file.suffix.lower()) or file.stem
+        if not text.strip():
+            warnings.warn(f"skipping {file}: empty after reading", stacklevel=2)
+            continue
+        docs.append(Document(doc_id=rel, text=text, title=title or file.stem, source=str(file), meta={"path": rel}))
+    if show_progress:
+        print(file=sys.stderr)
+    if not docs:
+        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be read as UTF-8 text (see warnings above)")
+    return docs
+
+
+def _read_text(file: Path) -> str | None:
+    """UTF-8 text of ``file``, or None with a warning that names it and says why."""
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            warnings.warn(f"skipping {file}: larger than {MAX_FILE_BYTES // 1_000_000} MB", stacklevel=3)
+            return None
+        data = file.read_bytes()
+    except OSError as exc:
+        warnings.warn(f"skipping {file}: cannot read it ({exc.strerror or exc})", stacklevel=3)
+        return None
+    if b"\x00" in data[:8192]:
+        warnings.warn(f"skipping {file}: binary content (NUL bytes), not text", stacklevel=3)
+        return None
+    try:
+        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        warnings.warn(f"skipping {file}: not valid UTF-8 (byte {exc.start}); convert it with e.g. iconv -t UTF-8", stacklevel=3)
+        return None
+
+
+_MD_H1 = re.compile(r"^\s{0,3}#\s+(.+?)\s*#*\s*$", re.M)
+_RST_TITLE = re.compile(r"^(?:([=\-~^*#+\"'`])\1{2,}\n)?(\S[^\n]*)\n([=\-~^*#+\"'`])\3{2,}\s*$", re.M)
+
+
+def _first_heading(text: str, suffix: str) -> str:
+    if suffix in (".md", ".markdown"):
+        m = _MD_H1.search(text)
+        return m.group(1).strip() if m else ""
+    if suffix in (".rst", ".txt"):
+        m = _RST_TITLE.search(text)
+        return m.group(2).strip() if m else ""
+    return ""
+
+
+class _HTMLToText(HTMLParser):
+    """Minimal HTML -> Markdown-ish text: headings become ``#`` lines, blocks become paragraphs, pre stays whole."""
+
+    BLOCKS = {"p", "div", "section", "article", "li", "tr", "br", "table", "ul", "ol", "blockquote", "dd", "dt"}
+    SKIP = {"script", "style", "head", "nav", "noscript", "svg"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.skip = 0
+        self.pre = 0
+        self.heading: int | None = None
+        self.title = ""
+        self.in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+        if tag in self.SKIP:
+            self.skip += 1
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.heading = int(tag[1])
+            self.out.append("\n\n" + "#" * self.heading + " ")
+        elif tag == "pre":
+            self.pre += 1
+            self.out.append("\n\n```\n")
+        elif tag in ("td", "th"):
+            self.out.append(" | ")
+        elif tag in self.BLOCKS:
+            self.out.append("\n\n" if tag not in ("br", "li", "tr") else "\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        if tag in self.SKIP:
+            self.skip = max(0, self.skip - 1)
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.heading = None
+            self.out.append("\n\n")
+        elif tag == "pre":
+            self.pre = max(0, self.pre - 1)
+            self.out.append("\n```\n\n")
+        elif tag in self.BLOCKS:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
+        if self.skip or self.in_title:
+            return
+        if self.pre:
+            self.out.append(data)
+        else:
+            self.out.append(re.sub(r"\s+", " ", data))
+
+
+def html_to_text(source: str) -> tuple[str, str]:
+    """(title, text) of an HTML page; the text keeps headings as Markdown ``#`` lines."""
+    parser = _HTMLToText()
+    parser.feed(source)
+    parser.close()
+    text = "".join(parser.out)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    title = html.unescape(parser.title).strip()
+    if not title:
+        m = _MD_H1.search(text)
+        title = m.group(1).strip() if m else ""
+    return title, text

@@ -1,0 +1,175 @@
+"""Retrieval over an :class:`~rag.index.Index`: ``bm25``, ``dense`` or ``hybrid`` (RRF), optional rerank.
+
+Hybrid retrieval takes the top ``candidates`` of each ranked list and fuses them with weighted
+Reciprocal Rank Fusion, ``score(d) = sum_i w_i / (rrf_k + rank_i(d))``. An optional cross-encoder
+then re-scores the top ``rerank_depth`` fused candidates.
+
+Choices, tuned on the polygraph dev half only (35 items; see benchmarks/retrieval.py and
+benchmarks/results/retrieval.md for the figures):
+
+* the indexed text of a chunk is ``title + text`` (rag.index.index_text);
+* bm25s with English stopwords and Snowball stemming;
+* equal RRF weights with k=60 over 50 candidates per list (see ``DEFAULT_WEIGHTS``).
+
+Every :class:`Hit` records its rank and score in each stage (``bm25``, ``dense``, ``rrf``,
+``rerank``), ``None`` where the chunk was not in that stage's candidate list, for traces and notebooks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rag.config import MODES, Settings
+from rag.errors import ConfigError, InputError
+from rag.index import Index, bm25_tokenize
+
+STAGES = ("bm25", "dense", "rrf", "rerank")
+MAX_QUERY_CHARS = 2000  # longer queries are cut (at a word boundary) before retrieval, with a warning
+DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 1.0}
+RERANK_DEPTH = 20  # fused candidates a cross-encoder re-scores
+
+
+@dataclass
+class Hit:
+    """One retrieved chunk. ``rank`` is 1-based; ``score`` is the final stage's score."""
+
+    chunk_id: str
+    text: str
+    title: str
+    source: str
+    rank: int
+    score: float
+    stages: dict[str, dict[str, Any]]
+    url: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _empty_stages() -> dict[str, dict[str, Any]]:
+    return {name: {"rank": None, "score": None} for name in STAGES}
+
+
+def rrf_fuse(rankings: dict[str, list[int]], k: int = 60, weights: dict[str, float] | None = None) -> list[tuple[int, float]]:
+    """Weighted Reciprocal Rank Fusion of ranked row lists -> [(row, score)] best first (ties: first seen)."""
+    weights = weights or {}
+    scores: dict[int, float] = {}
+    for name, rows in rankings.items():
+        w = weights.get(name, 1.0)
+        for rank, row in enumerate(rows, 1):
+            scores[row] = scores.get(row, 0.0) + w / (k + rank)
+    return sorted(scores.items(), key=lambda item: -item[1])
+
+
+class Retriever:
+    """Ranked chunks for a query from one index.
+
+    >>> r = Retriever.from_settings(load_settings())        # doctest: +SKIP
+    >>> [h.chunk_id for h in r.search("what does assert do", k=2)]  # doctest: +SKIP
+    """
+
+    def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 60,
+                 reranker: Any = None, weights: dict[str, float] | None = None, rerank_depth: int = RERANK_DEPTH,
+                 max_query_chars: int = MAX_QUERY_CHARS) -> None:
+        self.index = index
+        self.mode = _check_mode(mode)
+        for name, value in (("top_k", top_k), ("candidates", candidates), ("rrf_k", rrf_k), ("rerank_depth", rerank_depth),
+                            ("max_query_chars", max_query_chars)):
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        self.top_k = top_k
+        self.candidates = candidates
+        self.rrf_k = rrf_k
+        self.weights = {**DEFAULT_WEIGHTS, **(weights or {})}
+        self.rerank_depth = rerank_depth
+        self.max_query_chars = max_query_chars
+        self._reranker_spec = reranker
+        self._reranker: Any = None if isinstance(reranker, str) or reranker is None else reranker
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, **overrides: Any) -> "Retriever":
+        """Load ``settings.index_dir`` and configure mode/top_k/candidates/rrf_k/reranker from ``settings``."""
+        settings = settings or Settings()
+        index = Index.load(settings.index_dir, settings)
+        kwargs = dict(mode=settings.mode, top_k=settings.top_k, candidates=settings.candidates, rrf_k=settings.rrf_k,
+                      reranker=settings.reranker)
+        kwargs.update(overrides)
+        return cls(index, **kwargs)
+
+    @property
+    def reranker(self) -> Any:
+        """The cross-encoder (loaded on first use), or None when reranking is off."""
+        if self._reranker is None and isinstance(self._reranker_spec, str) and self._reranker_spec.lower() not in ("", "none", "off"):
+            from rag.embeddings import load_cross_encoder
+
+            self._reranker = load_cross_encoder(self._reranker_spec)
+        return self._reranker
+
+    def prepare_query(self, query: str) -> str:
+        """Validate and normalise a query: empty -> InputError; over-long -> cut with a warning."""
+        if not isinstance(query, str):
+            raise InputError(f"query must be a string, got {type(query).__name__}")
+        text = " ".join(query.split())
+        if not text:
+            raise InputError('empty query: give a question, e.g. rag search "how does the with statement work?"')
+        if len(text) > self.max_query_chars:
+            cut = text.rfind(" ", 0, self.max_query_chars)
+            cut = cut if cut > self.max_query_chars // 2 else self.max_query_chars
+            warnings.warn(f"query is {len(text):,} characters; only the first {cut:,} are used for retrieval",
+                          UserWarning, stacklevel=3)
+            text = text[:cut]
+        return text
+
+    def search(self, query: str, k: int | None = None, mode: str | None = None) -> list[Hit]:
+        """The top ``k`` (default ``top_k``) chunks for ``query`` in ``mode`` (default ``self.mode``)."""
+        mode = _check_mode(mode or self.mode)
+        k = self.top_k if k is None else k
+        if not isinstance(k, int) or k < 1:
+            raise ConfigError(f"k must be an integer >= 1, got {k!r}")
+        text = self.prepare_query(query)
+        depth = max(self.candidates, k)
+        stages: dict[int, dict[str, dict[str, Any]]] = {}
+
+        def note(stage: str, ranked: list[tuple[int, float]]) -> list[int]:
+            for rank, (row, score) in enumerate(ranked, 1):
+                stages.setdefault(row, _empty_stages())[stage] = {"rank": rank, "score": round(float(score), 6)}
+            return [row for row, _ in ranked]
+
+        lists: dict[str, list[int]] = {}
+        if mode in ("bm25", "hybrid"):
+            lists["bm25"] = note("bm25", self.index.bm25_search(bm25_tokenize([text])[0], depth))
+        if mode in ("dense", "hybrid"):
+            from rag.embeddings import embed
+
+            vector = embed([text], self.index.embedding_model)[0]
+            lists["dense"] = note("dense", self.index.dense_search(vector, depth))
+        if mode == "hybrid":
+            fused = rrf_fuse(lists, self.rrf_k, self.weights)[:depth]
+            final = note("rrf", fused)
+            final_stage = "rrf"
+        else:
+            final, final_stage = lists[mode], mode
+        if self.reranker is not None and final:
+            pool = final[: max(self.rerank_depth, k)]
+            scores = np.asarray(self.reranker.predict([(text, self.index.chunks[row].text) for row in pool]), dtype=np.float64)
+            order = np.argsort(-scores, kind="stable")
+            final = note("rerank", [(pool[i], float(scores[i])) for i in order])
+            final_stage = "rerank"
+        hits = []
+        for rank, row in enumerate(final[:k], 1):
+            chunk = self.index.chunks[row]
+            st = stages[row]
+            hits.append(Hit(chunk_id=chunk.id, text=chunk.text, title=chunk.title, source=chunk.source, rank=rank,
+                            score=st[final_stage]["score"], stages=st, url=chunk.url, meta=dict(chunk.meta)))
+        return hits
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"unknown retrieval mode {mode!r}; allowed: {', '.join(MODES)}")
+    return mode
