@@ -65,7 +65,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         for i in answerable:
             hits = [h for h in retriever.search(i.question, k=k) if h.chunk_id in gold[i.id]]
             if not hits:  # first retrieval missed: show the gold passages themselves
-                hits = retriever.lookup(sorted(gold[i.id])[:2])
+                hits = _as_hits(retriever.index, sorted(gold[i.id])[:2])
             pairs.append((i.split, answerer_example(i, hits)))
         splits = _by_split(pairs, "answerer")
         judge = JudgeStep()
@@ -81,6 +81,14 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         splits = _by_split([(split_of.get(lab.get("item_id")), judge_example(lab)) for lab in labels], "judge")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
     return tasks
+
+
+def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:
+    """Gold chunks shown as if retrieved (rank order = id order), for answerer examples."""
+    from rag.retrieve import Hit
+
+    return [Hit(chunk_id=c.id, text=c.text, title=c.title, source=c.source, rank=r, score=0.0, stages={})
+            for r, c in enumerate((index.by_id[i] for i in ids), 1)]
 
 
 class _bound(dspy.Module):

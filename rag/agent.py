@@ -26,12 +26,12 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 
 class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
-                 top_k: int = 4, lms: dict[str, dspy.BaseLM] | None = None):
+                 top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
         self.use_reflection = use_reflection
-        self.top_k = top_k
+        self.top_k = top_k  # None: the retriever's own top_k
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)

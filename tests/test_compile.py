@@ -48,7 +48,7 @@ def write_golden(path, items=ITEMS):
 
 @pytest.fixture
 def setup(tmp_path, tiny_index):
-    settings = load_settings({"index_dir": tiny_index.path, "artifacts_dir": tmp_path / "artifacts", "top_k": 3})
+    settings = load_settings({"index_dir": tiny_index.dir, "artifacts_dir": tmp_path / "artifacts", "top_k": 3})
     lm = DummyLM(REPLIES)
     return settings, write_golden(tmp_path / "golden.jsonl"), {r: lm for r in ("grader", "rewriter", "answerer", "judge")}
 
