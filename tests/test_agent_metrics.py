@@ -5,37 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rag.agent_metrics import percentile, score_item, summarize
-from rag.golden import GoldenItem
-
-
-def item(iid, typ="answerable", evidence=()):
-    return GoldenItem(id=iid, type=typ, question=f"q {iid}", reference_answer="ref",
-                      should_refuse=typ == "unanswerable", evidence=list(evidence))
-
-
-def retrieve(*ids, latency=10.0):
-    return {"node": "retrieve", "hits": [{"chunk_id": c, "rank": i} for i, c in enumerate(ids, 1)],
-            "latency_ms": latency}
-
-
-def grade(shown, verdict, chosen=(), latency=100.0, cached=False, tokens=(50, 5)):
-    return {"node": "grade", "shown_ids": list(shown), "verdict": verdict, "chosen_ids": list(chosen),
-            "latency_ms": latency, "model": "m", "cached": cached, "tokens_in": tokens[0], "tokens_out": tokens[1],
-            "cost": 0.001}
-
-
-def rewrite(latency=50.0):
-    return {"node": "rewrite", "latency_ms": latency, "model": "m", "tokens_in": 30, "tokens_out": 8, "cost": 0.0005}
-
-
-def answer(shown, latency=200.0):
-    return {"node": "answer", "shown_ids": list(shown), "latency_ms": latency, "model": "m",
-            "tokens_in": 80, "tokens_out": 20, "cost": 0.002}
-
-
-def pred(steps, refused=False, citations=(), invalid=()):
-    return {"answer": "x", "refused": refused, "citations": list(citations), "invalid_citations": list(invalid),
-            "trace": {"question": "q", "steps": steps, "outcome": "refused" if refused else "answered"}}
+from _traces import answer, grade, item, pred, retrieve, rewrite
 
 
 # A: answerable, gold {a1}. First retrieval misses, grader rightly rejects, rewrite finds a1, grader accepts.
