@@ -3,8 +3,9 @@
 Results go to a run directory (layout in rag.runs; by default ``sieve_home()/runs/<config>-<golden hash>/``).
 Running again with the same config and golden file resumes: items already in ``results.jsonl`` are
 skipped. A directory that holds another config or golden hash is refused (use another ``--out``).
-An item whose agent raises is recorded with ``status: "error"`` (it counts as wrong); a ModelError
-(including QuotaExhausted) or Ctrl-C stops the run, keeping what finished.
+An item whose agent raises is recorded with ``status: "error"`` (it counts as wrong); a fatal error
+(``is_fatal``: Ctrl-C, ModelError including QuotaExhausted, auth/billing/rate-limit/transport errors) stops
+the run, keeping what finished, and is raised again.
 """
 
 from __future__ import annotations
@@ -20,12 +21,31 @@ from typing import Any
 
 from rag.agent import prediction_to_dict
 from rag.agent_metrics import score_item
-from rag.errors import InputError, ModelError
+from rag.errors import InputError, ModelError, SieveError
 from rag.golden import gold_chunk_ids
 from rag.judge import AnswerJudge, answer_passages
 from rag.runs import append_record, now, open_run, read_records, write_summary
 
-ABORTS = (ModelError, KeyboardInterrupt)  # stop the whole run; anything else is recorded per item
+MAX_CAUSES = 10  # how deep an exception's cause chain is searched for a run-stopping error
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Errors that stop the whole run: Ctrl-C, Sieve's ModelError (QuotaExhausted...), and DSPy's auth, billing,
+    rate-limit, configuration and transport errors, also when DSPy wrapped them (searched along ``__cause__``)."""
+    from dspy.utils.exceptions import (LMAuthError, LMBillingError, LMConfigurationError, LMRateLimitError,
+                                       LMTransportError)
+
+    fatal = (KeyboardInterrupt, ModelError, LMAuthError, LMBillingError, LMConfigurationError, LMRateLimitError,
+             LMTransportError)
+    return _find(exc, fatal) is not None
+
+
+def _find(exc: BaseException | None, kinds: tuple[type, ...]) -> BaseException | None:
+    for _ in range(MAX_CAUSES):
+        if exc is None or isinstance(exc, kinds):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def chunk_texts(chunks: Iterable[Any]) -> dict[str, str]:
@@ -83,14 +103,14 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
                 finish(_run_item(it, agent, **ctx))
         else:
             failure = _run_parallel(todo, agent, threads, finish, ctx)
-    except ABORTS as exc:
+    except BaseException as exc:  # fatal errors, and bugs: keep what finished, then raise
         failure = exc
     summary = write_summary(out_dir, selected, config_name=config_name, ghash=ghash, k=k, max_rewrites=max_rewrites)
     if failure is not None:
         if show_progress:
             print(f"stopped after {summary['n_done']} of {len(selected)} items: {failure!r}; "
                   "run the same command again to resume", file=sys.stderr)
-        raise failure
+        raise _find(failure, (SieveError,)) or failure  # the Sieve error DSPy wrapped, for a clean CLI message
     return summary
 
 
@@ -112,7 +132,9 @@ def _run_parallel(todo, agent, threads, finish, ctx) -> BaseException | None:
             for fut in finished:
                 try:
                     finish(fut.result())
-                except ABORTS as exc:
+                except BaseException as exc:
+                    if not is_fatal(exc):
+                        raise
                     failure = failure or exc
     return failure
 
@@ -124,17 +146,17 @@ def _run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[st
     prediction, error, verdict = None, None, None
     try:
         prediction = prediction_to_dict(agent(question=item.question))
-    except ABORTS:
-        raise
     except Exception as exc:  # recorded; the item counts as wrong
+        if is_fatal(exc):
+            raise
         error = f"{type(exc).__name__}: {exc}"
     if prediction is not None and not prediction["refused"] and judge is not None:
         try:
             verdict = judge(item.question, item.reference_answer, prediction["answer"],
                             answer_passages(prediction, texts))
-        except ABORTS:
-            raise
         except Exception as exc:
+            if is_fatal(exc):
+                raise
             verdict = {"error": f"{type(exc).__name__}: {exc}"}
     usable = verdict if verdict and "error" not in verdict else None
     return {"id": item.id, "type": item.type, "split": item.split, "question": item.question,
