@@ -81,8 +81,7 @@ def calibrate(
 ) -> None:
     """Label answers by hand (or import labels) and report the judge's accuracy and Cohen's kappa against them.
 
-    Interactive: each answered item shows question, reference and answer; reply y/n per field,
-    s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text.
+    Interactive: each answered item shows question, reference and answer; reply y/n per field, s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text.
 
     Examples:
       rag calibrate --run ~/.cache/sieve/runs/full-1a2b3c4d5e6f

@@ -91,11 +91,14 @@ def check_gate(metrics: Mapping[str, float | None], why: Mapping[str, str], thre
     return failures
 
 
-def default_threads(lms: Mapping[str, Any]) -> int:
-    """4 when every role talks to a remote/HTTP model (dspy.LM), else 1 (the embedded engine is lock-guarded)."""
-    import dspy
+LOCAL_PREFIXES = ("embedded/", "gguf/")  # in-process llama.cpp models (rag.lm.roles): one call at a time
+REMOTE_THREADS = 4
 
-    return 4 if lms and all(type(lm) is dspy.LM for lm in lms.values()) else 1
+
+def default_threads(lms: Mapping[str, Any]) -> int:
+    """1 when any role runs in-process (the embedded engine is lock-guarded), else ``REMOTE_THREADS``."""
+    models = [str(getattr(lm, "model", "")) for lm in lms.values()]
+    return 1 if not models or any(m.startswith(LOCAL_PREFIXES) for m in models) else REMOTE_THREADS
 
 
 def select_items(items: list[Any], split: str) -> list[Any]:
@@ -103,7 +106,7 @@ def select_items(items: list[Any], split: str) -> list[Any]:
         return items
     chosen = [it for it in items if it.split == split]
     if not chosen:
-        splits = sorted({it.split for it in items})
+        splits = sorted({str(it.split) for it in items})
         raise InputError(f"no golden items in split {split!r}; the file has: {', '.join(splits)} (or use --split all)")
     return chosen
 

@@ -8,7 +8,7 @@ import pytest
 from _traces import answer, grade, item, pred, record, retrieve, rewrite
 
 from rag.errors import ConfigError, InputError
-from rag.eval_cli import check_gate, load_eval_configs, resolve_config
+from rag.eval_cli import check_gate, default_threads, load_eval_configs, resolve_config, select_items
 from rag.report import report
 from rag.runs import append_record, open_run, read_records, write_summary
 
@@ -113,3 +113,42 @@ def test_named_configs(monkeypatch, tmp_path):
     bad.write_text("[x]\nmodee = 'dense'\n")
     with pytest.raises(ConfigError, match=r"\[x\] unknown setting 'modee'"):
         load_eval_configs(bad)
+
+
+def test_default_threads_and_split_selection():
+    class LM:
+        def __init__(self, model):
+            self.model = model
+
+    assert default_threads({"grader": LM("groq/openai/gpt-oss-20b"), "judge": LM("groq/qwen/qwen3-32b")}) == 4
+    assert default_threads({"grader": LM("groq/openai/gpt-oss-20b"), "judge": LM("embedded/SmolLM2")}) == 1
+    assert default_threads({}) == 1
+    items = [item("a"), item("b")]
+    items[1].split = "dev"
+    assert [it.id for it in select_items(items, "dev")] == ["b"]
+    assert len(select_items(items, "all")) == 2
+    with pytest.raises(InputError, match="no golden items in split 'train'.*dev, test"):
+        select_items(items, "train")
+
+
+def test_cli_report_and_calibrate_with_a_labels_file(runs, tmp_path):
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "report.md"
+    res = runner.invoke(app, ["report", str(runs[0]), str(runs[1]), "--out", str(out), "--failures", "1"])
+    assert res.exit_code == 0, res.output
+    assert "| End-to-end accuracy | 100.0% | 100.0% |" in out.read_text()
+    labels = tmp_path / "mine.jsonl"
+    labels.write_text('{"id": "a1", "answer": "x", "correct": true, "faithful": true}\n'
+                      '{"id": "u1", "answer": "x", "correct": true, "faithful": false}\n')
+    store = tmp_path / "golden" / "judge_labels.jsonl"
+    res = runner.invoke(app, ["calibrate", "--run", str(runs[0]), "--labels", str(labels), "--store", str(store),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout[res.stdout.index("{"):])
+    # baseline judged a1 correct (human: correct) and u1 wrong (human: correct) -> 1 of 2 agree
+    assert result["n"] == 2 and result["correct"]["accuracy"] == 0.5
+    assert store.is_file() and len(store.read_text().splitlines()) == 2
