@@ -145,7 +145,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     out_dir = out or default_run_dir(config, ghash)
     summary = run_eval(items, agent, lms.get("judge"), out_dir, config, chunks=chunks, ghash=ghash,
                        config=fingerprint(settings), k=settings.top_k, threads=threads or default_threads(lms),
-                       limit=limit, judge=judge, show_progress=show_progress)
+                       limit=limit, judge=judge, show_progress=show_progress,
+                       latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
     print_summary(summary, out_dir, json_out)
     if gate is not None:
         failures = check_gate(summary["metrics"], summary["why"], gate)

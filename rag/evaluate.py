@@ -24,6 +24,7 @@ from rag.agent_metrics import score_item
 from rag.errors import InputError, ModelError, SieveError
 from rag.golden import gold_chunk_ids
 from rag.judge import AnswerJudge, answer_passages
+from rag.latency import LatencyLedger
 from rag.runs import append_record, now, open_run, read_records, write_summary
 
 MAX_CAUSES = 10  # how deep an exception's cause chain is searched for a run-stopping error
@@ -62,11 +63,12 @@ def chunk_texts(chunks: Iterable[Any]) -> dict[str, str]:
 def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Path, config_name: str, *,
              chunks: Iterable[Any] = (), ghash: str = "", config: Mapping[str, Any] | None = None,
              k: int | None = None, threads: int = 1, limit: int | None = None, judge: bool = True,
-             show_progress: bool = True) -> dict[str, Any]:
+             latency_ledger: str | Path | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Run, judge and score ``items`` (the first ``limit``), resuming what ``out_dir`` already holds.
 
     ``agent(question=...)`` returns the Sieve prediction; ``judge_lm`` grades answered items (None = the
-    configured dspy LM; ``judge=False`` skips judging). Returns the summary also written to summary.json.
+    configured dspy LM; ``judge=False`` skips judging). ``latency_ledger`` (a JSONL path, see rag.latency) lets
+    cached LM steps be charged their originally measured latency. Returns the summary also in summary.json.
     """
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
@@ -80,7 +82,7 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     chunks = list(chunks)
     texts = chunk_texts(chunks)
     judge_fn = AnswerJudge(judge_lm) if judge else None
-    ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, k=k, max_rewrites=max_rewrites, config_name=config_name)
+    ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, ledger=LatencyLedger(latency_ledger), k=k, max_rewrites=max_rewrites, config_name=config_name)
     lock, count = threading.Lock(), [len(selected) - len(todo)]
     if show_progress and count[0]:
         print(f"resuming {out_dir}: {count[0]} of {len(selected)} items already done", file=sys.stderr)
@@ -140,12 +142,13 @@ def _run_parallel(todo, agent, threads, finish, ctx) -> BaseException | None:
 
 
 def _run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[str, str],
-              judge: AnswerJudge | None, k: int, max_rewrites: int, config_name: str) -> dict[str, Any]:
+              judge: AnswerJudge | None, ledger: LatencyLedger, k: int, max_rewrites: int, config_name: str) -> dict[str, Any]:
     start = time.perf_counter()
     gold = set(gold_chunk_ids(item, chunks))
     prediction, error, verdict = None, None, None
     try:
         prediction = prediction_to_dict(agent(question=item.question))
+        ledger.apply(prediction["trace"]["question"], prediction["trace"]["steps"])
     except Exception as exc:  # recorded; the item counts as wrong
         if is_fatal(exc):
             raise

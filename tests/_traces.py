@@ -7,7 +7,8 @@ from rag.golden import GoldenItem
 
 def item(iid, typ="answerable", evidence=()):
     return GoldenItem(id=iid, type=typ, question=f"q {iid}", reference_answer="ref",
-                      should_refuse=typ == "unanswerable", evidence=list(evidence))
+                      should_refuse=typ == "unanswerable", relevant_chunk_ids=[], evidence=list(evidence),
+                      split="test", meta={})
 
 
 def retrieve(*ids, latency=10.0):
