@@ -165,9 +165,12 @@ def summarize(scores: Sequence[Mapping[str, Any]], *, by_type: bool = True) -> d
             reason_p = reason_r = "no grade steps: reflection off" if ok else "no items ran"
         elif not any(s.get(f"grade_{level}") for s in ok):
             reason_p = reason_r = "no grade steps on items with known gold"
-        else:
-            reason_p = "the grader never predicted relevant"
+        elif level == "set":
+            reason_p = "the grader never said relevant"
             reason_r = "no graded context contained a gold chunk"
+        else:
+            reason_p = "the grader never listed a shown chunk id as relevant"
+            reason_r = "no shown chunk was gold"
         put(f"grader_{level}_precision", _ratio(conf["tp"], conf["tp"] + conf["fp"]), reason_p)
         put(f"grader_{level}_recall", _ratio(conf["tp"], conf["tp"] + conf["fn"]), reason_r)
 

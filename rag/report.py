@@ -111,7 +111,7 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
                 for r in runs:
                     sub = r["summary"].get("by_type", {}).get(t)
                     cells.append(fmt(sub["metrics"].get(key), kind, sub["why"].get(key)) if sub else "— (no items)")
-                rows.append([label, *cells])
+                rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"), *cells])
             n = " / ".join(str(r["summary"].get("by_type", {}).get(t, {}).get("n", 0)) for r in runs)
             lines += [f"### {t} (items: {n})", "", *_table(["Metric", *(_name(r) for r in runs)], rows), ""]
     nodes = sorted({n for r in runs for n in r["summary"].get("latency_by_node", {})})
@@ -123,6 +123,12 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
     for r in runs:
         lines += _failures(r, failures)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """One line, at most ``limit`` characters (LM parse errors quote whole responses)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _node_cell(v: dict[str, Any] | None) -> str:
@@ -138,7 +144,7 @@ def _failures(run: dict[str, Any], limit: int) -> list[str]:
     for rec, d in diagnosed[:limit]:
         pred = rec.get("prediction") or {}
         lines += [f"**{rec['id']}** ({rec['type']}): {rec['question']}", "",
-                  f"- diagnosis: **{d['kind']}**: {d['detail']}",
+                  f"- diagnosis: **{d['kind']}**: {_short(d['detail'])}",
                   f"- reference: {rec.get('reference_answer') or '—'}",
                   f"- answer: {pred.get('answer', '—')}",
                   f"- gold chunks: {', '.join(rec.get('gold_ids') or []) or '— (none)'}", ""]

@@ -152,3 +152,15 @@ def test_cli_report_and_calibrate_with_a_labels_file(runs, tmp_path):
     # baseline judged a1 correct (human: correct) and u1 wrong (human: correct) -> 1 of 2 agree
     assert result["n"] == 2 and result["correct"]["accuracy"] == 0.5
     assert store.is_file() and len(store.read_text().splitlines()) == 2
+
+
+def test_report_shortens_long_error_details(tmp_path):
+    long_error = "AdapterParseError: failed.\n\nLM Response: " + "1." * 500
+    make_run(tmp_path / "r", "full", [(item("e1"), None, {"g1"}, None)])
+    rec = read_records(tmp_path / "r")[0]
+    assert rec["status"] == "error"
+    # write a record with a long error and check the report keeps it to one short line
+    (tmp_path / "r" / "results.jsonl").write_text(json.dumps({**rec, "error": long_error}) + "\n")
+    text = report([tmp_path / "r"])
+    line = next(x for x in text.splitlines() if x.startswith("- diagnosis: **agent error**"))
+    assert len(line) < 360 and line.endswith("…")
