@@ -115,7 +115,15 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
                        index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
                        judge: bool = True, show_progress: bool = True) -> int:
-    """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails)."""
+    """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
+
+    ``config="list"`` prints the named configurations with their descriptions instead.
+    """
+    if config in ("list", "?"):
+        for name, table in load_eval_configs().items():
+            settings = ", ".join(f"{k}={v}" for k, v in table.items() if k not in META_KEYS)
+            print(f"{name:<14} {table.get('description', '')}\n{'':<14} {settings}")
+        return 0
     from rag.evaluate import run_eval
     from rag.runs import default_run_dir, golden_hash
     from rag.golden import load_golden

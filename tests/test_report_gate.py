@@ -164,3 +164,10 @@ def test_report_shortens_long_error_details(tmp_path):
     text = report([tmp_path / "r"])
     line = next(x for x in text.splitlines() if x.startswith("- diagnosis: **agent error**"))
     assert len(line) < 360 and line.endswith("…")
+
+
+def test_shipped_ci_gate_names_real_metrics(runs):
+    from rag.eval_cli import CONFIGS_FILE
+
+    summary = json.loads((runs[1] / "summary.json").read_text())
+    assert check_gate(summary["metrics"], summary["why"], CONFIGS_FILE.parent / "gate_ci.json") == []
