@@ -57,9 +57,12 @@ def resolve_config(name: str, set_pairs: list[str] | None = None, index_dir: Pat
     return load_settings({**table, **cli}), None
 
 
-def fingerprint(settings: Settings) -> dict[str, Any]:
-    """The settings that shape results (what a resumed run must share)."""
-    return {k: v for k, v in settings.to_dict().items() if k not in NEUTRAL}
+def fingerprint(settings: Settings, lms: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings that shape results, plus the resolved model of each role (what a resumed run must share)."""
+    out = {k: v for k, v in settings.to_dict().items() if k not in NEUTRAL}
+    if lms:
+        out["models"] = {role: str(getattr(lm, "model", lm)) for role, lm in sorted(lms.items())}
+    return out
 
 
 def check_gate(metrics: Mapping[str, float | None], why: Mapping[str, str], thresholds_path: str | Path) -> list[str]:
@@ -150,9 +153,9 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     lms = lms_for_roles(settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms)
-    out_dir = out or default_run_dir(config, ghash)
+    out_dir = out or default_run_dir(config, ghash, set_pairs)
     summary = run_eval(items, agent, lms.get("judge"), out_dir, config, chunks=chunks, ghash=ghash,
-                       config=fingerprint(settings), k=settings.top_k, threads=threads or default_threads(lms),
+                       config=fingerprint(settings, lms), k=settings.top_k, threads=threads or default_threads(lms),
                        limit=limit, judge=judge, show_progress=show_progress,
                        latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
     print_summary(summary, out_dir, json_out)

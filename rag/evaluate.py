@@ -82,7 +82,8 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     chunks = list(chunks)
     texts = chunk_texts(chunks)
     judge_fn = AnswerJudge(judge_lm) if judge else None
-    ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, ledger=LatencyLedger(latency_ledger), k=k, max_rewrites=max_rewrites, config_name=config_name)
+    ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, ledger=LatencyLedger(latency_ledger), k=k,
+               max_rewrites=max_rewrites, config_name=config_name)
     lock, count = threading.Lock(), [len(selected) - len(todo)]
     if show_progress and count[0]:
         print(f"resuming {out_dir}: {count[0]} of {len(selected)} items already done", file=sys.stderr)

@@ -32,10 +32,14 @@ def golden_hash(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
 
 
-def default_run_dir(config_name: str, ghash: str) -> Path:
+def default_run_dir(config_name: str, ghash: str, overrides: list[str] | None = None) -> Path:
+    """``sieve_home()/runs/<config>-<golden hash>``, plus ``-set<hash>`` when ``--set`` overrides were given."""
     from rag.config import sieve_home
 
-    return sieve_home() / "runs" / f"{config_name}-{ghash}"
+    variant = ""
+    if overrides:
+        variant = "-set" + hashlib.sha256("\n".join(sorted(overrides)).encode()).hexdigest()[:6]
+    return sieve_home() / "runs" / f"{config_name}-{ghash}{variant}"
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -53,11 +57,19 @@ def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
         for key in ("config_name", "golden_hash", "config"):
             if old.get(key) != meta.get(key):
                 raise InputError(
-                    f"{out_dir} holds a run with a different {key} ({old.get(key)!r} vs {meta.get(key)!r}); "
+                    f"{out_dir} holds a run with a different {key} ({_diff(old.get(key), meta.get(key))}); "
                     f"resume only continues the same config and golden file. Use --out NEW_DIR, or delete {out_dir}")
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(path, {**meta, "created": now()})
+
+
+def _diff(old: Any, new: Any) -> str:
+    """``key: old -> new`` for the keys of two dicts that differ; ``old -> new`` otherwise."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        return ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys)
+    return f"{old!r} -> {new!r}"
 
 
 def append_record(out_dir: Path, record: Mapping[str, Any]) -> None:

@@ -86,7 +86,7 @@ def test_open_run_refuses_another_config_and_read_cuts_torn_line(tmp_path):
     open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
     with pytest.raises(InputError, match="different golden_hash"):
         open_run(tmp_path, {"config_name": "full", "golden_hash": "def", "config": {"top_k": 4}})
-    with pytest.raises(InputError, match="different config"):
+    with pytest.raises(InputError, match="different config \\(top_k: 4 -> 8\\)"):
         open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 8}})
     append_record(tmp_path, {"id": "1"})
     with (tmp_path / "results.jsonl").open("a") as fh:
@@ -171,3 +171,13 @@ def test_shipped_ci_gate_names_real_metrics(runs):
 
     summary = json.loads((runs[1] / "summary.json").read_text())
     assert check_gate(summary["metrics"], summary["why"], CONFIGS_FILE.parent / "gate_ci.json") == []
+
+
+def test_default_run_dir_names(monkeypatch, tmp_path):
+    from rag.runs import default_run_dir
+
+    monkeypatch.setenv("SIEVE_HOME", str(tmp_path))
+    assert default_run_dir("full", "abc") == tmp_path / "runs" / "full-abc"
+    one = default_run_dir("full", "abc", ["top_k=8", "mode=bm25"])
+    assert one.name.startswith("full-abc-set") and one == default_run_dir("full", "abc", ["mode=bm25", "top_k=8"])
+    assert one != default_run_dir("full", "abc", ["top_k=6"])
