@@ -14,7 +14,8 @@ Refusal         correct-refusal rate = refused unanswerable / unanswerable;
                 false-refusal rate = refused answerable / answerable (answerable = vague + answerable).
 Rewrites        success rate = rewrites after which the next grade passed AND the next retrieval held a
                 gold chunk / rewrites (answerable items with gold only); rewrites per answerable item;
-                steps per query mean and p95; loop rate = share of items that used all ``max_rewrites``.
+                steps per query (every trace step: retrieve, grade, rewrite, answer/refuse) mean and p95;
+                loop rate = share of items (reflection on) that used all ``max_rewrites``.
 Retrieval       on the FIRST retrieval only, cut at k: Recall@k, MRR@k, hit@k (items with gold), needle
                 recall (items with evidence strings).
 Answers         correctness = judged correct / judged answered answerable items; faithfulness = judged
