@@ -1,0 +1,138 @@
+"""Judge calibration: human labels for real answers, and how well the Judge agrees with them.
+
+Labels live in ``golden/judge_labels.jsonl``, one per line::
+
+    {"id": ..., "question": ..., "answer": ..., "correct": true, "faithful": true, "note": "...", "run": "full-..."}
+
+A label applies to a run record with the same ``id`` AND the same answer text (a new answer needs a new label).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag.errors import InputError
+
+DEFAULT_LABELS = Path("golden") / "judge_labels.jsonl"
+FIELDS = ("correct", "faithful")
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two binary raters: (p_o - p_e) / (1 - p_e). None when p_e = 1 (undefined)."""
+    if len(a) != len(b):
+        raise ValueError(f"raters labelled different numbers of items: {len(a)} vs {len(b)}")
+    n = len(a)
+    if not n:
+        return None
+    p_o = sum(x == y for x, y in zip(a, b)) / n
+    pa, pb = sum(map(bool, a)) / n, sum(map(bool, b)) / n
+    p_e = pa * pb + (1 - pa) * (1 - pb)
+    return None if p_e == 1 else (p_o - p_e) / (1 - p_e)
+
+
+def _key(rec: Mapping[str, Any]) -> tuple[str, str]:
+    return str(rec["id"]), " ".join(str(rec.get("answer") or "").split())
+
+
+def load_labels(path: str | Path) -> list[dict[str, Any]]:
+    """Read a labels file; a bad line is an InputError naming the line and field."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
+        for name in ("id", "answer", *FIELDS):
+            if name not in row:
+                raise InputError(f"{path}:{n}: field {name!r} is missing; each label needs id, answer, correct, faithful")
+        for name in FIELDS:
+            if not isinstance(row[name], bool):
+                raise InputError(f"{path}:{n}: field {name!r} must be true or false, got {row[name]!r}")
+        out.append(row)
+    return out
+
+
+def save_labels(path: str | Path, labels: Iterable[Mapping[str, Any]]) -> None:
+    """Write all labels atomically (temp file, then rename), one per line, later labels win per (id, answer)."""
+    path = Path(path)
+    merged = {_key(lab): dict(lab) for lab in labels}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(json.dumps(v, ensure_ascii=False) + "\n" for v in merged.values()), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def labelable(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Answered records that the judge graded: ``{id, question, reference, answer, judge, run}``."""
+    out = []
+    for r in records:
+        pred, verdict = r.get("prediction"), r.get("judge")
+        if r.get("status") != "ok" or not pred or pred["refused"] or not verdict or "error" in verdict:
+            continue
+        out.append({"id": r["id"], "question": r["question"], "reference": r.get("reference_answer", ""),
+                    "answer": pred["answer"], "judge": verdict, "run": r.get("config", "")})
+    return out
+
+
+def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Judge vs human on the records that have a label: n, and per field accuracy and Cohen's kappa."""
+    by_key = {_key(lab): lab for lab in labels}
+    pairs = [(c, by_key[_key(c)]) for c in labelable(records) if _key(c) in by_key]
+    out: dict[str, Any] = {"n": len(pairs)}
+    for name in FIELDS:
+        judge = [bool(c["judge"][name]) for c, _ in pairs]
+        human = [bool(lab[name]) for _, lab in pairs]
+        out[name] = {"accuracy": (sum(j == h for j, h in zip(judge, human)) / len(pairs)) if pairs else None,
+                     "kappa": cohen_kappa(judge, human),
+                     "judge_yes": sum(judge), "human_yes": sum(human)}
+    return out
+
+
+Ask = Callable[[str], str]
+
+
+def label_interactively(records: Iterable[Mapping[str, Any]], labels: list[dict[str, Any]], store: str | Path, *,
+                        ask: Ask, show: Callable[[str], None], max_items: int = 200) -> int:
+    """Ask a human about each unlabelled answer; saves after every label. ``q`` stops, ``s`` skips.
+
+    Returns how many labels were added. ``ask(prompt) -> str`` and ``show(text)`` are typer.prompt / typer.echo
+    in the CLI; at most ``max_items`` answers are shown.
+    """
+    have = {_key(lab) for lab in labels}
+    todo = [c for c in labelable(records) if _key(c) not in have][:max_items]
+    added = 0
+    for i, c in enumerate(todo, 1):
+        show(f"\n[{i}/{len(todo)}] {c['id']}\nQ: {c['question']}\nReference: {c['reference']}\nAnswer: {c['answer']}")
+        values: dict[str, bool] = {}
+        for name in FIELDS:
+            reply = _yes_no(ask, f"{name}? [y]es / [n]o / [s]kip / [q]uit")
+            if reply == "q":
+                return added
+            if reply == "s":
+                break
+            values[name] = reply == "y"
+        if len(values) < len(FIELDS):
+            continue
+        note = ask("note (optional)").strip()
+        labels.append({"id": c["id"], "question": c["question"], "answer": c["answer"], **values,
+                       "note": note, "run": c["run"]})
+        save_labels(store, labels)
+        added += 1
+    return added
+
+
+def _yes_no(ask: Ask, prompt: str, max_tries: int = 5) -> str:
+    for _ in range(max_tries):
+        reply = ask(prompt).strip().lower()[:1]
+        if reply in ("y", "n", "s", "q"):
+            return reply
+    return "q"

@@ -1,0 +1,184 @@
+"""The agent path of ``rag eval``: named configurations, the run itself, output, and ``--gate``.
+
+``run_agent_eval_cli`` is what the ``rag eval`` command calls when ``--retrieval-only`` is not given.
+Named configurations live in ``rag/configs/eval.toml``; see that file for the list.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rag.config import Settings, load_settings, parse_assignments
+from rag.errors import ConfigError, InputError
+
+CONFIGS_FILE = Path(__file__).parent / "configs" / "eval.toml"
+META_KEYS = ("description", "requires")
+# settings that do not change results; everything else must match for a run to resume
+NEUTRAL = ("cache", "cache_dir", "artifacts_dir")
+DEFAULT_GOLDEN = Path("golden") / "python_ref.jsonl"
+
+
+def load_eval_configs(path: str | Path = CONFIGS_FILE) -> dict[str, dict[str, Any]]:
+    """``{name: {setting: value, "description": ..., "requires": ...}}``, each setting checked against Settings."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    fields = set(Settings.__dataclass_fields__)
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {name!r} must be a [table] of settings")
+        for key in table:
+            if key not in fields and key not in META_KEYS:
+                raise ConfigError(f"{path}: [{name}] unknown setting {key!r}; allowed: {', '.join(sorted(fields))}")
+    return data
+
+
+def resolve_config(name: str, set_pairs: list[str] | None = None, index_dir: Path | None = None,
+                   path: str | Path = CONFIGS_FILE) -> tuple[Settings | None, str | None]:
+    """(settings, None) for a runnable configuration, or (None, why it is skipped)."""
+    configs = load_eval_configs(path)
+    if name not in configs:
+        raise ConfigError(f"unknown eval config {name!r}; defined in {path}: {', '.join(configs)}")
+    table = {k: v for k, v in configs[name].items() if k not in META_KEYS}
+    cli = {**parse_assignments(set_pairs), **({"index_dir": index_dir} if index_dir else {})}
+    requires = configs[name].get("requires")
+    if requires:
+        base = load_settings(cli)
+        if getattr(base, requires, None) in (None, "", False):
+            return None, (f"config {name!r} needs {requires} to be set and it is not; "
+                          f"set one with --set {requires}=NAME_OR_PATH (or SIEVE_{requires.upper()})")
+    return load_settings({**table, **cli}), None
+
+
+def fingerprint(settings: Settings, lms: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings that shape results, plus the resolved model of each role (what a resumed run must share)."""
+    out = {k: v for k, v in settings.to_dict().items() if k not in NEUTRAL}
+    if lms:
+        out["models"] = {role: str(getattr(lm, "model", lm)) for role, lm in sorted(lms.items())}
+    return out
+
+
+def check_gate(metrics: Mapping[str, float | None], why: Mapping[str, str], thresholds_path: str | Path) -> list[str]:
+    """Messages for every metric outside its bound; ``{"metric": {"min": x} | {"max": y}}``. Empty = passed."""
+    path = Path(thresholds_path)
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"gate file {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(spec, dict):
+        raise InputError(f'{path}: expected an object like {{"e2e_accuracy": {{"min": 0.5}}}}')
+    failures = []
+    for name, bound in spec.items():
+        if name not in metrics:
+            raise InputError(f"{path}: unknown metric {name!r}; known: {', '.join(sorted(metrics))}")
+        if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"} or \
+                not all(isinstance(v, (int, float)) for v in bound.values()):
+            raise InputError(f'{path}: {name!r} must be {{"min": number}} and/or {{"max": number}}, got {bound!r}')
+        value = metrics[name]
+        if value is None:
+            failures.append(f"{name} was not computed ({why.get(name, 'unknown reason')}); bound {bound}")
+            continue
+        if "min" in bound and value < bound["min"]:
+            failures.append(f"{name} = {value:.4g} is below its floor {bound['min']}")
+        if "max" in bound and value > bound["max"]:
+            failures.append(f"{name} = {value:.4g} is above its ceiling {bound['max']}")
+    return failures
+
+
+LOCAL_PREFIXES = ("embedded/", "gguf/")  # in-process llama.cpp models (rag.lm.roles): one call at a time
+REMOTE_THREADS = 4
+
+
+def default_threads(lms: Mapping[str, Any]) -> int:
+    """1 when any role runs in-process (the embedded engine is lock-guarded), else ``REMOTE_THREADS``."""
+    models = [str(getattr(lm, "model", "")) for lm in lms.values()]
+    return 1 if not models or any(m.startswith(LOCAL_PREFIXES) for m in models) else REMOTE_THREADS
+
+
+def select_items(items: list[Any], split: str) -> list[Any]:
+    if split == "all":
+        return items
+    chosen = [it for it in items if it.split == split]
+    if not chosen:
+        splits = sorted({str(it.split) for it in items})
+        raise InputError(f"no golden items in split {split!r}; the file has: {', '.join(splits)} (or use --split all)")
+    return chosen
+
+
+def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,
+                       index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
+                       gate: Path | None = None, threads: int | None = None, out: Path | None = None,
+                       judge: bool = True, show_progress: bool = True) -> int:
+    """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
+
+    ``config="list"`` prints the named configurations with their descriptions instead.
+    """
+    if config in ("list", "?"):
+        for name, table in load_eval_configs().items():
+            settings = ", ".join(f"{k}={v}" for k, v in table.items() if k not in META_KEYS)
+            print(f"{name:<14} {table.get('description', '')}\n{'':<14} {settings}")
+        return 0
+    from rag.evaluate import run_eval
+    from rag.runs import default_run_dir, golden_hash
+    from rag.golden import load_golden
+
+    settings, skipped = resolve_config(config, set_pairs, index_dir)
+    if skipped:
+        print(f"skipped: {skipped}", file=sys.stderr)
+        if json_out:
+            print(json.dumps({"config_name": config, "skipped": skipped}))
+        return 0
+    golden = golden or DEFAULT_GOLDEN
+    items = select_items(load_golden(golden), split)
+    ghash = golden_hash(golden)
+    from rag.agent import Sieve
+    from rag.index import Index
+    from rag.lm.roles import configure_dspy, lms_for_roles
+    from rag.retrieve import Retriever
+
+    retriever = Retriever.from_settings(settings)
+    chunks = getattr(getattr(retriever, "index", None), "chunks", None)
+    if chunks is None:
+        chunks = Index.load(settings.index_dir, settings).chunks
+    configure_dspy(settings)
+    lms = lms_for_roles(settings)
+    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
+                  top_k=settings.top_k, lms=lms)
+    out_dir = out or default_run_dir(config, ghash, set_pairs)
+    summary = run_eval(items, agent, lms.get("judge"), out_dir, config, chunks=chunks, ghash=ghash,
+                       config=fingerprint(settings, lms), k=settings.top_k, threads=threads or default_threads(lms),
+                       limit=limit, judge=judge, show_progress=show_progress,
+                       latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
+    print_summary(summary, out_dir, json_out)
+    if gate is not None:
+        failures = check_gate(summary["metrics"], summary["why"], gate)
+        for line in failures:
+            print(f"gate failed: {line}", file=sys.stderr)
+        if failures:
+            return 1
+        print(f"gate passed ({gate})", file=sys.stderr)
+    return 0
+
+
+def print_summary(summary: Mapping[str, Any], out_dir: Path, json_out: bool) -> None:
+    """JSON (``--json``) or a two-column table on stdout; the run directory on stderr."""
+    if json_out:
+        print(json.dumps({**summary, "run_dir": str(out_dir)}, indent=2))
+    else:
+        from rag.report import ROWS, fmt
+
+        width = max(len(label) for _, label, _ in ROWS)
+        print(f"{'config':<{width}}  {summary['config_name']} ({summary['n_done']}/{summary['n_selected']} items)")
+        for key, label, kind in ROWS:
+            label = label.replace("@k", f"@{summary.get('k')}")
+            print(f"{label:<{width}}  {fmt(summary['metrics'].get(key), kind, summary['why'].get(key))}")
+    print(f"results: {out_dir}", file=sys.stderr)

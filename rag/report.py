@@ -1,0 +1,153 @@
+"""A Markdown report across eval runs: metric table, per-type breakdowns, latency per node, failure cases.
+
+Reads only what ``rag eval`` wrote into each run directory (summary.json, results.jsonl), so reports can be
+rebuilt at any time. A metric that a run could not compute shows as ``—`` with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rag.diagnose import KINDS, diagnose
+from rag.errors import InputError
+from rag.runs import SUMMARY, read_records
+from rag.trace import Trace
+
+# (metric key, label, format) in table order
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("e2e_accuracy", "End-to-end accuracy", "pct"),
+    ("answer_correctness", "Answer correctness (judge)", "pct"),
+    ("faithfulness", "Faithfulness (judge)", "pct"),
+    ("citation_validity", "Citation validity", "pct"),
+    ("correct_refusal_rate", "Correct-refusal rate", "pct"),
+    ("false_refusal_rate", "False-refusal rate", "pct"),
+    ("grader_set_precision", "Grader precision (set)", "pct"),
+    ("grader_set_recall", "Grader recall (set)", "pct"),
+    ("grader_chunk_precision", "Grader precision (chunk)", "pct"),
+    ("grader_chunk_recall", "Grader recall (chunk)", "pct"),
+    ("rewrite_success_rate", "Rewrite success rate", "pct"),
+    ("rewrites_per_answerable", "Rewrites per answerable item", "num"),
+    ("loop_rate", "Loop rate (all rewrites used)", "pct"),
+    ("steps_mean", "Steps per query (mean)", "num"),
+    ("steps_p95", "Steps per query (p95)", "num"),
+    ("recall_at_k", "Recall@k (first retrieval)", "num"),
+    ("mrr_at_k", "MRR@k (first retrieval)", "num"),
+    ("hit_at_k", "Hit@k (first retrieval)", "pct"),
+    ("needle_recall", "Needle recall@k (first retrieval)", "pct"),
+    ("latency_p50_ms", "Latency p50 per query (ms)", "int"),
+    ("latency_p95_ms", "Latency p95 per query (ms)", "int"),
+    ("tokens_in_per_query", "Tokens in per query", "int"),
+    ("tokens_out_per_query", "Tokens out per query", "int"),
+    ("cost_per_query", "Cost per query (USD)", "usd"),
+    ("cached_step_share", "LM steps served from cache", "pct"),
+    ("error_rate", "Agent errors", "pct"),
+)
+TYPE_ROWS = ("e2e_accuracy", "answer_correctness", "false_refusal_rate", "correct_refusal_rate", "recall_at_k",
+             "needle_recall", "rewrites_per_answerable", "steps_mean")
+
+
+def fmt(value: float | None, kind: str, why: str | None = None) -> str:
+    if value is None:
+        return f"— ({why})" if why else "—"
+    return {"pct": f"{value:.1%}", "num": f"{value:.2f}", "int": f"{value:,.0f}", "usd": f"{value:.6f}"}[kind]
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """``{"dir", "summary", "records"}`` for one run directory (records limited to the summary's selection)."""
+    run_dir = Path(run_dir)
+    path = run_dir / SUMMARY
+    if not path.is_file():
+        raise InputError(f"{run_dir} has no {SUMMARY}; point rag report at a directory written by rag eval")
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    wanted = set(summary.get("ids") or [])
+    records = [r for r in read_records(run_dir) if r["id"] in wanted]
+    return {"dir": run_dir, "summary": summary, "records": records}
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _name(run: dict[str, Any]) -> str:
+    return run["summary"].get("config_name") or run["dir"].name
+
+
+def metric_table(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The main table: one row per metric, one column per run."""
+    header = ["Metric", *(_name(r) for r in runs)]
+    rows = [["Items (done / selected)", *(f"{r['summary']['n_done']} / {r['summary']['n_selected']}" for r in runs)]]
+    for key, label, kind in ROWS:
+        rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"),
+                     *(fmt(r["summary"]["metrics"].get(key), kind, r["summary"]["why"].get(key)) for r in runs)])
+    return _table(header, rows)
+
+
+def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
+    """The whole Markdown report for ``run_dirs`` with up to ``failures`` failure cases per run."""
+    if not run_dirs:
+        raise InputError("no run directories given and none found; run rag eval --config NAME first")
+    runs = [load_run(d) for d in run_dirs]
+    lines = ["# Sieve evaluation report", ""]
+    for r in runs:
+        s = r["summary"]
+        state = "complete" if s.get("complete") else "INCOMPLETE (resume with the same rag eval command)"
+        lines.append(f"- **{_name(r)}**: `{r['dir']}`, golden {s.get('golden_hash')}, k={s.get('k')}, "
+                     f"max_rewrites={s.get('max_rewrites')}, {s['n_done']}/{s['n_selected']} items, {state}")
+    lines += ["", "## Metrics", "", *metric_table(runs), ""]
+    types = sorted({t for r in runs for t in r["summary"].get("by_type", {})})
+    if types:
+        lines += ["## By question type", ""]
+        for t in types:
+            rows = []
+            for key in TYPE_ROWS:
+                label, kind = next((lab, k) for m, lab, k in ROWS if m == key)
+                cells = []
+                for r in runs:
+                    sub = r["summary"].get("by_type", {}).get(t)
+                    cells.append(fmt(sub["metrics"].get(key), kind, sub["why"].get(key)) if sub else "— (no items)")
+                rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"), *cells])
+            n = " / ".join(str(r["summary"].get("by_type", {}).get(t, {}).get("n", 0)) for r in runs)
+            lines += [f"### {t} (items: {n})", "", *_table(["Metric", *(_name(r) for r in runs)], rows), ""]
+    nodes = sorted({n for r in runs for n in r["summary"].get("latency_by_node", {})})
+    if nodes:
+        rows = [[n, *(_node_cell(r["summary"]["latency_by_node"].get(n)) for r in runs)] for n in nodes]
+        lines += ["## Latency per node (p50 / p95 ms, steps)", "", *_table(["Node", *(_name(r) for r in runs)], rows),
+                  "", "Cached LM steps are charged their originally measured latency where it is known.", ""]
+    lines += ["## Failures", ""]
+    for r in runs:
+        lines += _failures(r, failures)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """One line, at most ``limit`` characters (LM parse errors quote whole responses)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _node_cell(v: dict[str, Any] | None) -> str:
+    return "—" if not v else f"{v['p50_ms']:,.0f} / {v['p95_ms']:,.0f} ({v['n']})"
+
+
+def _failures(run: dict[str, Any], limit: int) -> list[str]:
+    diagnosed = [(rec, d) for rec in run["records"] if (d := diagnose(rec)) is not None]
+    counts = Counter(d["kind"] for _, d in diagnosed)
+    lines = [f"### {_name(run)}: {len(diagnosed)} failed of {len(run['records'])}", ""]
+    if counts:
+        lines += [", ".join(f"{k}: {counts[k]}" for k in KINDS if counts[k]), ""]
+    for rec, d in diagnosed[:limit]:
+        pred = rec.get("prediction") or {}
+        lines += [f"**{rec['id']}** ({rec['type']}): {rec['question']}", "",
+                  f"- diagnosis: **{d['kind']}**: {_short(d['detail'])}",
+                  f"- reference: {rec.get('reference_answer') or '—'}",
+                  f"- answer: {pred.get('answer', '—')}",
+                  f"- gold chunks: {', '.join(rec.get('gold_ids') or []) or '— (none)'}", ""]
+        if pred.get("trace"):
+            lines += ["```", Trace.from_dict(pred["trace"]).render(), "```", ""]
+    return lines

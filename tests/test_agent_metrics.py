@@ -1,0 +1,130 @@
+"""Agent metrics on hand-built traces; every expected number is computed by hand in the comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.agent_metrics import percentile, score_item, summarize
+from _traces import answer, grade, item, pred, retrieve, rewrite
+
+
+# A: answerable, gold {a1}. First retrieval misses, grader rightly rejects, rewrite finds a1, grader accepts.
+A = (item("A", evidence=["needle one"]),
+     pred([retrieve("x1", "x2"), grade(["x1", "x2"], False), rewrite(),
+           retrieve("a1", "x1"), grade(["a1", "x1"], True, ["a1"]), answer(["a1"])], citations=["a1"]),
+     {"a1"})
+# B: answerable, gold {b1, b2}. First retrieval has b2 at rank 2; grader wrongly rejects twice; refuses.
+B = (item("B", typ="vague"),
+     pred([retrieve("y1", "b2"), grade(["y1", "b2"], False), rewrite(),
+           retrieve("y2", "y3"), grade(["y2", "y3"], False), rewrite(),
+           retrieve("y4", "b1"), grade(["y4", "b1"], False), {"node": "refuse", "latency_ms": 0.0}], refused=True),
+     {"b1", "b2"})
+# C: unanswerable (gold empty). Grader wrongly accepts z1 and the agent answers with one invalid citation.
+C = (item("C", typ="unanswerable"),
+     pred([retrieve("z1", "z2"), grade(["z1", "z2"], True, ["z1"], cached=True), answer(["z1"])],
+          citations=["z1"], invalid=["bogus#1"]),
+     set())
+
+TEXTS = {"x1": "has needle one inside", "x2": "nothing", "a1": "needle one"}
+
+
+def scored(judges=None):
+    judges = judges or {"A": {"correct": True, "faithful": True}, "C": {"correct": False, "faithful": False}}
+    return [score_item(it, p, g, k=2, max_rewrites=2, judge=judges.get(it.id), chunk_text=TEXTS)
+            for it, p, g in (A, B, C)]
+
+
+def test_percentile_matches_linear_interpolation():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([6, 9, 9], 95) == pytest.approx(9.0)
+    assert percentile([1, 2, 3, 4, 5, 6], 95) == pytest.approx(5.75)  # pos 4.75 -> 5 + 0.75
+    assert percentile([], 50) is None
+
+
+def test_score_item_grader_confusions():
+    a, b, c = scored()
+    # A: step1 verdict F, shown has no gold -> TN; step2 verdict T, shown a1 -> TP
+    assert a["grade_set"] == {"tp": 1, "fp": 0, "fn": 0, "tn": 1}
+    # A chunks: x1,x2 not chosen not gold -> 2 TN; a1 chosen gold -> TP; x1 not chosen not gold -> TN
+    assert a["grade_chunk"] == {"tp": 1, "fp": 0, "fn": 0, "tn": 3}
+    # B: step1 shows b2 (gold) but F -> FN; step2 no gold F -> TN; step3 shows b1 F -> FN
+    assert b["grade_set"] == {"tp": 0, "fp": 0, "fn": 2, "tn": 1}
+    assert b["grade_chunk"] == {"tp": 0, "fp": 0, "fn": 2, "tn": 4}
+    # C: unanswerable, verdict T -> FP; chunk z1 chosen not gold -> FP, z2 -> TN
+    assert c["grade_set"] == {"tp": 0, "fp": 1, "fn": 0, "tn": 0}
+    assert c["grade_chunk"] == {"tp": 0, "fp": 1, "fn": 0, "tn": 1}
+
+
+def test_score_item_rewrites_retrieval_answers():
+    a, b, c = scored()
+    assert (a["rewrites"], a["rewrite_successes"], a["used_all_rewrites"]) == (1, 1, False)
+    assert (b["rewrites"], b["rewrite_successes"], b["used_all_rewrites"]) == (2, 0, True)
+    assert c["rewrite_successes"] is None  # unanswerable: not eligible
+    # first retrieval: A misses a1 entirely; B has b2 at rank 2 of gold {b1,b2}
+    assert (a["recall_at_k"], a["mrr_at_k"], a["hit_at_k"]) == (0.0, 0.0, 0.0)
+    assert (b["recall_at_k"], b["mrr_at_k"], b["hit_at_k"]) == (0.5, 0.5, 1.0)
+    assert c["recall_at_k"] is None
+    assert a["needle_recall"] == 1.0  # "needle one" is in x1's text, which was retrieved first
+    assert b["needle_recall"] is None  # B has no evidence strings
+    assert (a["e2e_correct"], b["e2e_correct"], c["e2e_correct"]) == (True, False, None)
+    assert (c["citations_valid"], c["citations_invalid"]) == (1, 1)
+    # latency: A = 10+100+50+10+100+200 = 470; by node lists
+    assert a["latency_ms"] == 470 and a["latency_by_node"]["grade"] == [100.0, 100.0]
+    assert (c["lm_steps"], c["cached_steps"]) == (2, 1)
+
+
+def test_summarize_pooled_definitions():
+    s = summarize(scored())
+    m = s["metrics"]
+    # set level pooled: TP 1, FP 1, FN 2 -> P 1/2, R 1/3
+    assert m["grader_set_precision"] == pytest.approx(1 / 2)
+    assert m["grader_set_recall"] == pytest.approx(1 / 3)
+    # chunk level pooled: TP 1, FP 1, FN 2
+    assert m["grader_chunk_precision"] == pytest.approx(1 / 2)
+    assert m["grader_chunk_recall"] == pytest.approx(1 / 3)
+    assert m["correct_refusal_rate"] == 0.0  # C answered
+    assert m["false_refusal_rate"] == pytest.approx(1 / 2)  # B refused of A, B
+    assert m["rewrite_success_rate"] == pytest.approx(1 / 3)  # 1 of A's 1 + B's 2
+    assert m["rewrites_per_answerable"] == pytest.approx(1.5)
+    assert m["steps_mean"] == pytest.approx((6 + 9 + 3) / 3)
+    assert m["steps_p95"] == pytest.approx(6 + 3 * 0.9)  # sorted 3,6,9; pos 1.9
+    assert m["loop_rate"] == pytest.approx(1 / 3)  # B only
+    assert m["recall_at_k"] == pytest.approx(0.25) and m["mrr_at_k"] == pytest.approx(0.25)
+    assert m["needle_recall"] == 1.0
+    assert m["answer_correctness"] == 1.0  # A judged correct; C is unanswerable (no correctness)
+    assert m["faithfulness"] == pytest.approx(1 / 2)  # A yes, C no
+    assert m["citation_validity"] == pytest.approx(2 / 3)  # A 1 valid, C 1 valid + 1 invalid
+    assert m["e2e_accuracy"] == pytest.approx(1 / 2)  # A correct, B refused (wrong)
+    assert m["cached_step_share"] == pytest.approx(1 / 11)  # LM steps: A 4, B 5, C 2; one cached
+    assert s["by_type"]["vague"]["metrics"]["false_refusal_rate"] == 1.0
+    assert s["by_type"]["unanswerable"]["metrics"]["false_refusal_rate"] is None
+
+
+def test_cached_step_charged_original_latency():
+    it, p, g = C
+    p = {**p, "trace": {**p["trace"], "steps": [dict(s) for s in p["trace"]["steps"]]}}
+    p["trace"]["steps"][1]["original_latency_ms"] = 900.0
+    s = score_item(it, p, g, k=2, max_rewrites=2)
+    assert s["latency_ms"] == 10 + 900 + 200
+
+
+def test_reasons_when_not_computable():
+    it = item("D")
+    no_refl = pred([retrieve("d1"), answer(["d1"])], citations=["d1"])
+    s = summarize([score_item(it, no_refl, {"d1"}, k=1, max_rewrites=2)])
+    assert s["metrics"]["grader_set_precision"] is None
+    assert s["why"]["grader_set_precision"] == "no grade steps: reflection off"
+    assert s["why"]["loop_rate"] == "no grade steps: reflection off"
+    assert s["why"]["correct_refusal_rate"] == "no unanswerable items"
+    assert s["why"]["e2e_accuracy"] == "no answers were judged (judge off)"
+    assert s["metrics"]["recall_at_k"] == 1.0
+
+
+def test_errors_count_as_wrong_end_to_end():
+    ok = score_item(item("E"), pred([retrieve("e1"), answer(["e1"])], citations=["e1"]), {"e1"}, k=1,
+                    judge={"correct": True, "faithful": True})
+    failed = score_item(item("F"), None, {"f1"}, k=1, error="ValueError: bad")
+    s = summarize([ok, failed])
+    assert s["metrics"]["e2e_accuracy"] == 0.5
+    assert s["metrics"]["error_rate"] == 0.5
+    assert s["counts"]["errors"] == 1

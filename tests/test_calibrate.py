@@ -1,0 +1,78 @@
+"""Judge calibration: Cohen's kappa on hand cases, label storage, agreement and the interactive loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rag.calibrate import agreement, cohen_kappa, label_interactively, load_labels, save_labels
+from rag.errors import InputError
+
+
+def test_kappa_hand_cases():
+    # p_o = 3/4; p_a(yes) = 1/2, p_b(yes) = 1/4; p_e = 1/8 + 3/8 = 1/2; kappa = (3/4 - 1/2) / (1/2) = 1/2
+    assert cohen_kappa([True, True, False, False], [True, False, False, False]) == pytest.approx(0.5)
+    # 50 items: yes/yes 20, yes/no 5, no/yes 10, no/no 15 -> p_o .7, p_e .5*.6 + .5*.4 = .5 -> kappa .4
+    a = [True] * 25 + [False] * 25
+    b = [True] * 20 + [False] * 5 + [True] * 10 + [False] * 15
+    assert cohen_kappa(a, b) == pytest.approx(0.4)
+    assert cohen_kappa([True, False], [True, False]) == pytest.approx(1.0)
+    assert cohen_kappa([True, False], [False, True]) == pytest.approx(-1.0)
+    assert cohen_kappa([True, True], [True, True]) is None  # p_e = 1: undefined
+    with pytest.raises(ValueError):
+        cohen_kappa([True], [True, False])
+
+
+def rec(iid, answer, correct, faithful=True, refused=False):
+    return {"id": iid, "question": f"q{iid}", "reference_answer": "r", "status": "ok", "config": "full",
+            "prediction": {"answer": answer, "refused": refused},
+            "judge": {"correct": correct, "faithful": faithful, "reason": ""}}
+
+
+RECORDS = [rec("1", "a one", True), rec("2", "a two", True, False), rec("3", "a three", False),
+           rec("4", "a four", False), rec("5", "sorry", False, refused=True)]
+
+
+def test_agreement_matches_labels_by_id_and_answer(tmp_path):
+    labels = [{"id": "1", "answer": "a one", "correct": True, "faithful": True},
+              {"id": "2", "answer": "a  two", "correct": False, "faithful": False},  # whitespace differs: same answer
+              {"id": "3", "answer": "a three", "correct": False, "faithful": True},
+              {"id": "4", "answer": "an older answer", "correct": True, "faithful": True}]  # stale: not matched
+    out = agreement(RECORDS, labels)
+    assert out["n"] == 3
+    # correct: judge T,T,F vs human T,F,F -> accuracy 2/3; p_o 2/3, p_e (2/3*1/3)+(1/3*2/3) = 4/9 -> kappa 0.4
+    assert out["correct"]["accuracy"] == pytest.approx(2 / 3)
+    assert out["correct"]["kappa"] == pytest.approx((2 / 3 - 4 / 9) / (5 / 9))
+    assert out["faithful"]["accuracy"] == 1.0
+
+
+def test_labels_file_round_trip_and_errors(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    save_labels(path, [{"id": "1", "answer": "x", "correct": True, "faithful": False},
+                       {"id": "1", "answer": "x", "correct": False, "faithful": False}])  # later wins
+    assert load_labels(path) == [{"id": "1", "answer": "x", "correct": False, "faithful": False}]
+    path.write_text('{"id": "1", "answer": "x", "correct": "yes", "faithful": true}\n')
+    with pytest.raises(InputError, match=r"labels.jsonl:1: field 'correct' must be true or false"):
+        load_labels(path)
+
+
+def test_interactive_labelling_skips_quits_and_saves(tmp_path):
+    store = tmp_path / "golden" / "judge_labels.jsonl"
+    replies = iter(["y", "n", "looks fine",  # item 1: correct yes, faithful no, note
+                    "s",                     # item 2: skipped
+                    "maybe", "n", "y", "",    # item 3: invalid reply re-asked, then no / yes
+                    "q"])                    # item 4: quit
+    shown = []
+    labels: list = []
+    added = label_interactively(RECORDS, labels, store, ask=lambda p: next(replies), show=shown.append)
+    assert added == 2
+    saved = load_labels(store)
+    assert [(s["id"], s["correct"], s["faithful"], s["note"]) for s in saved] == \
+        [("1", True, False, "looks fine"), ("3", False, True, "")]
+    assert len(shown) == 4 and "Answer: a one" in shown[0]  # the refused item 5 is never shown
+    # a second session starts where the first stopped (labelled items are not asked again)
+    more = iter(["y", "y", "", "y", "y", "", "q"])
+    label_interactively(RECORDS, labels, store, ask=lambda p: next(more), show=shown.append)
+    assert {s["id"] for s in load_labels(store)} == {"1", "2", "3", "4"}
+    assert json.loads(store.read_text().splitlines()[0])["run"] == "full"

@@ -1,0 +1,183 @@
+"""rag report over hand-made run directories; --gate bounds; named eval configurations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _traces import answer, grade, item, pred, record, retrieve, rewrite
+
+from rag.errors import ConfigError, InputError
+from rag.eval_cli import check_gate, default_threads, load_eval_configs, resolve_config, select_items
+from rag.report import report
+from rag.runs import append_record, open_run, read_records, write_summary
+
+REFUSE = {"node": "refuse", "latency_ms": 0.0}
+
+
+def make_run(path, name, cases, max_rewrites=2):
+    open_run(path, {"config_name": name, "golden_hash": "abc", "config": {}})
+    for it, p, gold, judge in cases:
+        append_record(path, record(it, p, gold, judge=judge, max_rewrites=max_rewrites, k=2))
+    return write_summary(path, [c[0] for c in cases], config_name=name, ghash="abc", k=2, max_rewrites=max_rewrites)
+
+
+RIGHT = {"correct": True, "faithful": True, "reason": "ok"}
+WRONG = {"correct": False, "faithful": True, "reason": "wrong number"}
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    base = tmp_path / "baseline-abc"
+    make_run(base, "baseline", [
+        (item("a1"), pred([retrieve("g1", "x"), answer(["g1", "x"])], citations=["g1"]), {"g1"}, RIGHT),
+        (item("u1", "unanswerable"), pred([retrieve("z"), answer(["z"])], citations=["z"]), set(), WRONG),
+    ], max_rewrites=0)
+    full = tmp_path / "full-abc"
+    make_run(full, "full", [
+        (item("a1"), pred([retrieve("g1", "x"), grade(["g1", "x"], True, ["g1"]), answer(["g1"])], citations=["g1"]),
+         {"g1"}, RIGHT),
+        (item("u1", "unanswerable"), pred([retrieve("z"), grade(["z"], False), rewrite(), retrieve("z2"),
+                                           grade(["z2"], False), rewrite(), retrieve("z3"), grade(["z3"], False),
+                                           REFUSE], refused=True), set(), None),
+    ])
+    return base, full
+
+
+def test_report_table_types_and_failures(runs):
+    text = report(list(runs), failures=5)
+    assert "| Metric | baseline | full |" in text
+    assert "| End-to-end accuracy | 100.0% | 100.0% |" in text
+    assert "| Correct-refusal rate | 0.0% | 100.0% |" in text
+    assert "| Grader precision (set) | — (no grade steps: reflection off) | 100.0% |" in text
+    assert "Recall@2 (first retrieval)" in text
+    assert "### unanswerable (items: 1 / 1)" in text
+    # baseline answered the unanswerable item: one failure, diagnosed, with its trace
+    assert "### baseline: 1 failed of 2" in text and "no refusal path" in text
+    assert "### full: 0 failed of 2" in text
+    assert "```\nQ: q\n1. retrieve" in text and "2. answer" in text
+
+
+def test_report_errors_on_a_directory_without_summary(tmp_path):
+    with pytest.raises(InputError, match="has no summary.json"):
+        report([tmp_path])
+
+
+def test_gate_floors_ceilings_and_bad_files(runs, tmp_path):
+    summary = json.loads((runs[0] / "summary.json").read_text())
+    m, why = summary["metrics"], summary["why"]
+    gate = tmp_path / "gate.json"
+    gate.write_text(json.dumps({"e2e_accuracy": {"min": 0.5}, "steps_mean": {"max": 2.0},
+                                "correct_refusal_rate": {"min": 0.5}, "grader_set_recall": {"min": 0.1}}))
+    fails = check_gate(m, why, gate)
+    assert fails == ["correct_refusal_rate = 0 is below its floor 0.5",
+                     "grader_set_recall was not computed (no grade steps: reflection off); bound {'min': 0.1}"]
+    gate.write_text(json.dumps({"e2e_accuracy": {"min": 0.5}, "steps_mean": {"max": 1.5}}))
+    assert check_gate(m, why, gate) == ["steps_mean = 2 is above its ceiling 1.5"]
+    gate.write_text(json.dumps({"accuracy": {"min": 0.5}}))
+    with pytest.raises(InputError, match="unknown metric 'accuracy'"):
+        check_gate(m, why, gate)
+    gate.write_text(json.dumps({"e2e_accuracy": {"floor": 0.5}}))
+    with pytest.raises(InputError, match=r"'e2e_accuracy' must be"):
+        check_gate(m, why, gate)
+
+
+def test_open_run_refuses_another_config_and_read_cuts_torn_line(tmp_path):
+    open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
+    with pytest.raises(InputError, match="different golden_hash"):
+        open_run(tmp_path, {"config_name": "full", "golden_hash": "def", "config": {"top_k": 4}})
+    with pytest.raises(InputError, match="different config \\(top_k: 4 -> 8\\)"):
+        open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 8}})
+    append_record(tmp_path, {"id": "1"})
+    with (tmp_path / "results.jsonl").open("a") as fh:
+        fh.write('{"id": "2", "trunc')
+    assert read_records(tmp_path) == [{"id": "1"}]
+    assert (tmp_path / "results.jsonl").read_text() == '{"id": "1"}\n'
+
+
+def test_named_configs(monkeypatch, tmp_path):
+    monkeypatch.delenv("SIEVE_RERANKER", raising=False)
+    monkeypatch.chdir(tmp_path)  # no sieve.toml here
+    assert {"baseline", "hybrid", "hybrid_rerank", "full"} <= set(load_eval_configs())
+    base, why = resolve_config("baseline")
+    assert (base.mode, base.reflection, why) == ("dense", False, None)
+    full, _ = resolve_config("full", ["max_rewrites=1", "top_k=6"])
+    assert (full.mode, full.reflection, full.max_rewrites, full.top_k) == ("hybrid", True, 1, 6)
+    skipped, why = resolve_config("hybrid_rerank")
+    assert skipped is None and "--set reranker=" in why
+    rr, why = resolve_config("hybrid_rerank", ["reranker=some/cross-encoder"])
+    assert why is None and rr.reranker == "some/cross-encoder" and rr.reflection is False
+    with pytest.raises(ConfigError, match="unknown eval config 'nope'"):
+        resolve_config("nope")
+    bad = tmp_path / "eval.toml"
+    bad.write_text("[x]\nmodee = 'dense'\n")
+    with pytest.raises(ConfigError, match=r"\[x\] unknown setting 'modee'"):
+        load_eval_configs(bad)
+
+
+def test_default_threads_and_split_selection():
+    class LM:
+        def __init__(self, model):
+            self.model = model
+
+    assert default_threads({"grader": LM("groq/openai/gpt-oss-20b"), "judge": LM("groq/qwen/qwen3-32b")}) == 4
+    assert default_threads({"grader": LM("groq/openai/gpt-oss-20b"), "judge": LM("embedded/SmolLM2")}) == 1
+    assert default_threads({}) == 1
+    items = [item("a"), item("b")]
+    items[1].split = "dev"
+    assert [it.id for it in select_items(items, "dev")] == ["b"]
+    assert len(select_items(items, "all")) == 2
+    with pytest.raises(InputError, match="no golden items in split 'train'.*dev, test"):
+        select_items(items, "train")
+
+
+def test_cli_report_and_calibrate_with_a_labels_file(runs, tmp_path):
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    runner = CliRunner()
+    out = tmp_path / "report.md"
+    res = runner.invoke(app, ["report", str(runs[0]), str(runs[1]), "--out", str(out), "--failures", "1"])
+    assert res.exit_code == 0, res.output
+    assert "| End-to-end accuracy | 100.0% | 100.0% |" in out.read_text()
+    labels = tmp_path / "mine.jsonl"
+    labels.write_text('{"id": "a1", "answer": "x", "correct": true, "faithful": true}\n'
+                      '{"id": "u1", "answer": "x", "correct": true, "faithful": false}\n')
+    store = tmp_path / "golden" / "judge_labels.jsonl"
+    res = runner.invoke(app, ["calibrate", "--run", str(runs[0]), "--labels", str(labels), "--store", str(store),
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout[res.stdout.index("{"):])
+    # baseline judged a1 correct (human: correct) and u1 wrong (human: correct) -> 1 of 2 agree
+    assert result["n"] == 2 and result["correct"]["accuracy"] == 0.5
+    assert store.is_file() and len(store.read_text().splitlines()) == 2
+
+
+def test_report_shortens_long_error_details(tmp_path):
+    long_error = "AdapterParseError: failed.\n\nLM Response: " + "1." * 500
+    make_run(tmp_path / "r", "full", [(item("e1"), None, {"g1"}, None)])
+    rec = read_records(tmp_path / "r")[0]
+    assert rec["status"] == "error"
+    # write a record with a long error and check the report keeps it to one short line
+    (tmp_path / "r" / "results.jsonl").write_text(json.dumps({**rec, "error": long_error}) + "\n")
+    text = report([tmp_path / "r"])
+    line = next(x for x in text.splitlines() if x.startswith("- diagnosis: **agent error**"))
+    assert len(line) < 360 and line.endswith("…")
+
+
+def test_shipped_ci_gate_names_real_metrics(runs):
+    from rag.eval_cli import CONFIGS_FILE
+
+    summary = json.loads((runs[1] / "summary.json").read_text())
+    assert check_gate(summary["metrics"], summary["why"], CONFIGS_FILE.parent / "gate_ci.json") == []
+
+
+def test_default_run_dir_names(monkeypatch, tmp_path):
+    from rag.runs import default_run_dir
+
+    monkeypatch.setenv("SIEVE_HOME", str(tmp_path))
+    assert default_run_dir("full", "abc") == tmp_path / "runs" / "full-abc"
+    one = default_run_dir("full", "abc", ["top_k=8", "mode=bm25"])
+    assert one.name.startswith("full-abc-set") and one == default_run_dir("full", "abc", ["mode=bm25", "top_k=8"])
+    assert one != default_run_dir("full", "abc", ["top_k=6"])
