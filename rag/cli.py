@@ -122,29 +122,44 @@ def search_cmd(
 
 @app.command("eval")
 def eval_cmd(
-    golden: Path = typer.Option(..., "--golden", help="Golden set JSONL (id, type, question, reference_answer, should_refuse, relevant_chunk_ids/evidence)."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full (list: show them)."),
+    golden: Optional[Path] = typer.Option(None, "--golden", help="Golden set JSONL [default: golden/python_ref.jsonl]."),
+    split: str = typer.Option("test", "--split", help="train | dev | test | all."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items of the split."),
     retrieval_only: bool = typer.Option(False, "--retrieval-only", help="Score retrieval only (Recall/MRR/hit/needle recall@k); no language model."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder [default: $SIEVE_HOME/index]."),
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Cut-off k [default: top_k = 4]."),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid]."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid] (retrieval only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, key=value (repeatable)."),
+    gate: Optional[Path] = typer.Option(None, "--gate", help="Thresholds JSON; exit 1 when a metric is out of bounds."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items [default: 1 for the embedded model, else 4]."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder [default: $SIEVE_HOME/runs/<config>-<golden hash>]."),
+    no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
+    no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
-    """Evaluate on a golden set (retrieval metrics now; the agent evaluation path replaces the placeholder below).
+    """Run the agent on a golden set and score every decision; or score retrieval alone.
+
+    Results are written per item as they finish; rerunning the same command resumes.
 
     Examples:
-      rag eval --retrieval-only --golden golden/dev.jsonl --k 4
-      rag eval --retrieval-only --golden gold.jsonl --index-dir ./idx --mode bm25 --json
+      rag eval --config full --split test --limit 20
+      rag eval --config baseline --json
+      rag eval --config full --gate rag/configs/gate_ci.json --limit 2
+      rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
     """
     _clean_warnings()
     import json
 
-    settings = load_settings({"index_dir": index_dir, "mode": mode, "top_k": k})
     if retrieval_only:
+        from rag.config import PROJECT_ROOT
         from rag.golden import load_golden
         from rag.metrics import retrieval_report
         from rag.retrieve import Retriever
 
-        items = load_golden(golden)
+        settings = _settings(sets, index_dir=index_dir, mode=mode, top_k=k)
+        items = load_golden(golden or PROJECT_ROOT / "golden" / "python_ref.jsonl")
         retriever = Retriever.from_settings(settings)
         report = retrieval_report(items, retriever, k=settings.top_k, mode=settings.mode)
         if as_json:
@@ -157,7 +172,16 @@ def eval_cmd(
             value = report[metric]
             typer.echo(f"  {metric:<18} {'n/a' if value is None else f'{value:.3f}'}")
         return
-    raise SieveError("agent evaluation: not yet available")
+    if config is None:
+        raise SieveError("rag eval needs --config NAME (baseline, hybrid, hybrid_rerank, full; --config list shows "
+                         "them) or --retrieval-only")
+    from rag.eval_cli import run_agent_eval_cli
+
+    pairs = list(sets or []) + ([f"top_k={k}"] if k else [])
+    code = run_agent_eval_cli(config, split=split, limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
+                              set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
+                              show_progress=not quiet, use_artifact=not no_artifact)
+    raise typer.Exit(code)
 
 
 # ---------------------------------------------------------------- models: rag models, rag usage

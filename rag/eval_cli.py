@@ -117,7 +117,7 @@ def select_items(items: list[Any], split: str) -> list[Any]:
 def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,
                        index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
-                       judge: bool = True, show_progress: bool = True) -> int:
+                       judge: bool = True, show_progress: bool = True, use_artifact: bool = True) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations with their descriptions instead.
@@ -140,22 +140,22 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     golden = golden or DEFAULT_GOLDEN
     items = select_items(load_golden(golden), split)
     ghash = golden_hash(golden)
-    from rag.agent import Sieve
-    from rag.index import Index
-    from rag.lm.roles import configure_dspy, lms_for_roles
-    from rag.retrieve import Retriever
+    from rag.lm.roles import configure_dspy
+    from rag.program import build_program
 
-    retriever = Retriever.from_settings(settings)
-    chunks = getattr(getattr(retriever, "index", None), "chunks", None)
-    if chunks is None:
-        chunks = Index.load(settings.index_dir, settings).chunks
     configure_dspy(settings)
-    lms = lms_for_roles(settings)
-    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
-                  top_k=settings.top_k, lms=lms)
-    out_dir = out or default_run_dir(config, ghash, set_pairs)
+    program = build_program(settings, use_artifact=use_artifact)
+    for message in program.messages:
+        print(message, file=sys.stderr)
+    print(f"Using {program.description}", file=sys.stderr)
+    lms, agent = program.lms, program.agent
+    chunks = agent.retriever.index.chunks
+    run_config = fingerprint(settings, lms)
+    run_config["artifact"] = program.artifact.name if program.artifact else None
+    variant = list(set_pairs or []) + ([f"artifact={program.artifact.name}"] if program.artifact else [])
+    out_dir = out or default_run_dir(config, ghash, variant)
     summary = run_eval(items, agent, lms.get("judge"), out_dir, config, chunks=chunks, ghash=ghash,
-                       config=fingerprint(settings, lms), k=settings.top_k, threads=threads or default_threads(lms),
+                       config=run_config, k=settings.top_k, threads=threads or default_threads(lms),
                        limit=limit, judge=judge, show_progress=show_progress,
                        latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
     print_summary(summary, out_dir, json_out)

@@ -33,6 +33,15 @@ def _usage(entry: dict[str, Any]) -> tuple[int, int]:
     return int(tokens_in), int(tokens_out)
 
 
+def is_cache_hit(entry: dict[str, Any]) -> bool:
+    """DSPy 3.4 marks legacy responses with ``cache_hit``; engine-backed calls served from the cache come back
+    with an empty usage dict instead (a real call always reports its token counts)."""
+    if getattr(entry.get("response"), "cache_hit", False):
+        return True
+    usage = entry.get("usage")
+    return isinstance(usage, dict) and not usage
+
+
 def metered_call(predictor: dspy.Module, lm: dspy.BaseLM | None, **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
     """Call ``predictor(**inputs)`` with ``lm`` (or the configured LM) and measure what the call cost."""
     base = lm or dspy.settings.lm
@@ -44,10 +53,11 @@ def metered_call(predictor: dspy.Module, lm: dspy.BaseLM | None, **inputs: Any) 
         prediction = predictor(**inputs)
     stats = CallStats(latency_ms=(time.perf_counter() - start) * 1000, model=getattr(base, "model", None))
     for entry in local.history:
+        hit = is_cache_hit(entry)
         tokens_in, tokens_out = _usage(entry)
         stats.tokens_in += tokens_in
         stats.tokens_out += tokens_out
-        stats.cost += float(entry.get("cost") or 0.0)
-        stats.cached = stats.cached or bool(getattr(entry.get("response"), "cache_hit", False))
+        stats.cost += 0.0 if hit else float(entry.get("cost") or 0.0)
+        stats.cached = stats.cached or hit
         stats.calls += 1
     return prediction, stats
