@@ -39,3 +39,20 @@ def test_cuts_tail_of_longest_field_and_keeps_instructions():
 def test_refuses_when_instructions_alone_do_not_fit():
     with pytest.raises(ValueError, match="raise n_ctx"):
         fit_messages(dspy_like_messages(1), words, budget=20)
+
+
+def test_bound_schema_caps_free_strings_and_arrays():
+    from rag.lm.local import MAX_ITEMS, bound_schema
+
+    schema = {"type": "object", "required": ["answer", "reasons", "label"], "properties": {
+        "answer": {"type": "string"},
+        "reasons": {"type": "array", "items": {"type": "string"}},
+        "label": {"type": "string", "enum": ["a", "b"]},
+    }}
+    bounded = bound_schema(schema, max_tokens=100)
+    assert "maxLength" not in schema["properties"]["answer"]  # the input is not modified
+    per = bounded["properties"]["answer"]["maxLength"]
+    assert bounded["properties"]["reasons"]["maxItems"] == MAX_ITEMS
+    assert bounded["properties"]["reasons"]["items"]["maxLength"] == per
+    assert per * (1 + MAX_ITEMS) <= 100 * 3  # every string together fits the token budget
+    assert "maxLength" not in bounded["properties"]["label"]

@@ -13,6 +13,7 @@ from rag.lm.groq import AsyncGroqEngine, GroqEngine
 from rag.lm.ledger import Ledger
 from rag.lm.limits import RetryPolicy
 from rag.lm.local import find_smollm2_gguf
+from rag.lm.trace import LMCall, record_calls
 from tests.lm_loopback import Fault, FaultProxy, LlamaServer, groq_error
 
 pytestmark = pytest.mark.slow
@@ -68,6 +69,7 @@ def test_typed_call_through_real_server(proxy, tmp_path):
     assert sieve["backend"] == "groq" and sieve["attempts"] == 1 and sieve["latency_s"] > 0
     assert sieve["cost_usd"] == pytest.approx(
         (entry["usage"]["prompt_tokens"] * 0.075 + entry["usage"]["completion_tokens"] * 0.30) / 1e6)
+    assert LMCall.from_history(entry).cost_usd == sieve["cost_usd"]
     [row] = engine.ledger.daily()
     assert (row.model, row.calls, row.failed, row.input_tokens) == (
         "groq/openai/gpt-oss-20b", 1, 0, entry["usage"]["prompt_tokens"])
@@ -104,11 +106,14 @@ def test_429_retry_after_is_honoured(proxy, tmp_path):
     lm, engine = make_lm(proxy, tmp_path)
     before = groq_module.stats()
     start = time.perf_counter()
-    result = ask(lm, question="Who wrote Macbeth?")
+    with record_calls() as calls:
+        result = ask(lm, question="Who wrote Macbeth?")
     elapsed = time.perf_counter() - start
     assert isinstance(result.relevant, bool)
     assert elapsed >= 2.0  # two waits of retry-after: 1
     assert len(proxy.requests) == 3
+    [call] = calls
+    assert call.attempts == 3 and 2.0 <= call.latency_s <= elapsed and call.input_tokens > 50
     after = groq_module.stats()
     assert after["retries"] - before["retries"] == 2 and after["waited_s"] - before["waited_s"] == pytest.approx(2.0)
     [row] = engine.ledger.daily()

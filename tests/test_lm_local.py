@@ -12,6 +12,7 @@ from rag.config import Settings
 from rag.lm import local
 from rag.lm.local import SMOLLM2_FILE, find_smollm2_gguf
 from rag.lm.roles import build_lm
+from rag.lm.trace import LMCall, record_calls
 
 pytestmark = pytest.mark.slow
 
@@ -89,13 +90,17 @@ def test_structured_output_always_parses(lm):
 
 
 def test_usage_is_tracked_per_call(lm):
-    with dspy.track_usage() as tracker, dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+    with record_calls() as calls, dspy.track_usage() as tracker, dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
         dspy.Predict(Grade)(question="Who painted the Mona Lisa?", passage="Leonardo da Vinci painted it.")
-        dspy.Predict(Grade)(question="How tall is Everest?", passage="Everest is 8,849 m high.")
+        with record_calls() as inner:
+            dspy.Predict(Grade)(question="How tall is Everest?", passage="Everest is 8,849 m high.")
     entries = tracker.usage_data[lm.model]
-    assert len(entries) == 2
+    assert len(entries) == 2 and len(calls) == 2 and inner == calls[1:]
     assert [e["prompt_tokens"] for e in entries] == [h["usage"]["prompt_tokens"] for h in lm.history[-2:]]
-    assert all(e["completion_tokens"] > 0 for e in entries)
+    assert [c.input_tokens for c in calls] == [e["prompt_tokens"] for e in entries]
+    assert [c.output_tokens for c in calls] == [e["completion_tokens"] for e in entries]
+    assert all(c.model == lm.model and c.cost_usd == 0.0 and c.latency_s > 0 for c in calls)
+    assert LMCall.from_history(lm.history[-1]) == calls[1]
 
 
 def test_context_overflow_is_truncated_and_noted():

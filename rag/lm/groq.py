@@ -38,6 +38,7 @@ from rag.lm.limits import (
     parse_retry_after,
 )
 from rag.lm.pricing import cost_usd
+from rag.lm.trace import LMCall, emit
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ class GroqEngine:
         body = self._body(request, model)
         limiter = limiter_for(model, limits_for(model, self.rate_limits)) if self.rate_limit else None
         estimate = sum(len(m["content"]) for m in body["messages"]) // 4 + (request.config.max_tokens or 256)
-        waited, error = 0.0, None
+        waited, error, call_started = 0.0, None, time.perf_counter()
         for attempt in range(self.retry.max_retries + 1):
             handle = None
             if limiter is not None:
@@ -174,8 +175,9 @@ class GroqEngine:
                 error = lm15.TransportError(f"{request.model}: cannot reach {self.base_url or 'api.groq.com'} ({exc})",
                                             provider="groq")
             else:
-                return self._accept(request, model, completion, raw.headers, handle, limiter,
-                                    time.perf_counter() - started, attempt, waited)
+                return self._accept(request, completion, raw.headers, handle, limiter,
+                                    time.perf_counter() - started, round(time.perf_counter() - call_started, 4),
+                                    attempt, waited)
             _count(attempts=1)
             if attempt == self.retry.max_retries:
                 break
@@ -206,7 +208,7 @@ class GroqEngine:
             _count(parse_failures=1)
         return lm15.InvalidRequestError(f"{model}: request refused ({status}): {detail}", **kwargs)
 
-    def _accept(self, request, model, completion, headers, handle, limiter, latency, attempt, waited) -> Response:
+    def _accept(self, request, completion, headers, handle, limiter, latency, total, attempt, waited) -> Response:
         choice = completion.choices[0]
         text = choice.message.content or ""
         usage = completion.usage
@@ -226,10 +228,12 @@ class GroqEngine:
                 notes.append("structured output did not parse as JSON")
                 log.warning("%s: structured output did not parse as JSON", request.model)
         _count(calls=1, attempts=1, input_tokens=inputs or 0, output_tokens=outputs or 0, cost_usd=cost or 0.0)
+        emit(LMCall(request.model, inputs, outputs, cost, total, attempt + 1, tuple(notes)))
         return build_response(
             model=request.model, text=text, response_id=completion.id, input_tokens=inputs, output_tokens=outputs,
             finish_reason=choice.finish_reason or "stop",
-            sieve={"backend": "groq", "served_model": completion.model, "latency_s": round(latency, 4),
+            sieve={"backend": "groq", "served_model": completion.model, "latency_s": total,
+                   "last_attempt_s": round(latency, 4),
                    "cost_usd": cost, "attempts": attempt + 1, "waited_s": round(waited, 3),
                    "remaining_tokens": headers.get("x-ratelimit-remaining-tokens"), "notes": notes},
         )

