@@ -66,3 +66,19 @@ def test_rag_models_and_usage_commands(no_key, tmp_path):
     Ledger().record(model="groq/openai/gpt-oss-20b", status="ok", input_tokens=1200, output_tokens=40, cost_usd=0.0001)
     result = runner.invoke(app, ["usage", "--days", "1"])
     assert result.exit_code == 0 and "groq/openai/gpt-oss-20b" in result.output and "1200" in result.output
+
+
+def test_lms_save_and_load_without_secrets(no_key, monkeypatch):
+    from dspy.clients.base_lm import BaseLM
+
+    embedded = build_lm("embedded", Settings(cache=False, n_ctx=1024))
+    state = embedded.dump_state()
+    assert state["engine"]["class"] == "rag.lm.local:LlamaCppEngine" and state["engine"]["state"]["n_ctx"] == 1024
+    loaded = BaseLM.load_state(state, allow_custom_lm_class=True)
+    assert isinstance(loaded.engine, LlamaCppEngine) and loaded.engine.model_path == embedded.engine.model_path
+
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_secret_value")
+    hosted = build_lm("groq/openai/gpt-oss-20b", Settings(lm_max_retries=2))
+    state = hosted.dump_state()
+    assert "gsk_secret_value" not in str(state) and state["engine"]["state"]["max_retries"] == 2
+    assert BaseLM.load_state(state, allow_custom_lm_class=True).engine.retry.max_retries == 2

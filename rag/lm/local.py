@@ -209,7 +209,11 @@ class LlamaCppEngine:
                 kwargs["top_p"] = config.top_p
             if fmt.kind != "text":
                 kwargs["grammar"] = _grammar(bound_schema(fmt.schema, max_tokens) if fmt.schema else None)
-            out = llama.create_chat_completion(**kwargs)
+            try:
+                out = llama.create_chat_completion(**kwargs)
+            except ValueError as exc:  # llama.cpp: "Requested tokens (...) exceed context window of ..."
+                raise ContextLengthError(f"{request.model}: {exc}; raise n_ctx or lower max_tokens",
+                                         provider="llama.cpp") from None
         latency = round(time.perf_counter() - started, 4)
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""

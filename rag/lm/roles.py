@@ -75,6 +75,7 @@ def _make(spec: str, settings: Settings) -> dspy.LM:
         from rag.lm.groq import AsyncGroqEngine, GroqEngine
         from rag.lm.limits import RetryPolicy, parse_rate_limits
 
+        load_dotenv()  # GROQ_API_KEY may live in ./.env
         if spec == "groq/":
             raise ConfigError("model spec 'groq/' needs a model id, e.g. groq/openai/gpt-oss-20b")
         engine = GroqEngine(base_url=settings.groq_base_url, timeout=settings.lm_timeout,
