@@ -11,6 +11,7 @@ grammar compiled); "warm" = later calls with a different question over the same 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -98,10 +99,13 @@ def main() -> None:
         med = lambda calls: tuple(statistics.median(c[i] for c in calls) for i in range(3))  # noqa: E731
         for label, (sec, pt, ct), peer in (("cold", cold, raw_cold), ("warm", med(warm), med(raw_warm))):
             rows.append((name, label, pt, ct, sec, ct / sec, peer[0], sec / peer[0]))
+            print(f"{name} {label}: {sec:.2f}s ({pt:.0f} prompt tok, {ct:.0f} output tok)", file=sys.stderr, flush=True)
         lm.engine.load().reset()
 
+    load = os.getloadavg()[0]
     lines = [
-        f"Embedded model: {lm.engine.model_path.name}, n_ctx={settings.n_ctx}, CPU threads={llama.n_threads()}, "
+        f"Machine: {os.cpu_count()} CPUs, 1-min load average at the end {load:.1f} (other work running inflates times).",
+        f"Embedded model: {lm.engine.model_path.name}, n_ctx={settings.n_ctx}, CPU threads={llama.n_threads}, "
         f"model load {load_s:.2f}s (once per process).",
         "",
         "| call | run | prompt tok | output tok | Sieve latency s | output tok/s | raw llama.cpp s | ratio Sieve/raw |",

@@ -56,3 +56,4 @@ def test_bound_schema_caps_free_strings_and_arrays():
     assert bounded["properties"]["reasons"]["items"]["maxLength"] == per
     assert per * (1 + MAX_ITEMS) <= 100 * 3  # every string together fits the token budget
     assert "maxLength" not in bounded["properties"]["label"]
+    assert bound_schema({"type": "string"}, max_tokens=4096)["maxLength"] == 1000  # llama.cpp's grammar limit

@@ -13,9 +13,9 @@ def check_spec(spec: str, settings: Settings) -> tuple[bool, str]:
     try:
         if spec == "embedded" or spec.startswith("gguf:"):
             from rag.lm.local import load_llama
-            from rag.lm.roles import _gguf_path
+            from rag.lm.roles import gguf_path_for
 
-            path = _gguf_path(spec, settings)
+            path = gguf_path_for(spec, settings)
             llama, _ = load_llama(path, settings.n_ctx)
             return True, f"{path.name} loaded ({llama.n_ctx()} ctx, {path.stat().st_size / 1e6:.0f} MB)"
         if spec.startswith("groq/"):

@@ -121,13 +121,15 @@ def _grammar(schema: dict[str, Any] | None) -> Any:
 
 MAX_ITEMS = 8  # arrays without their own maxItems
 CHARS_PER_TOKEN = 3  # conservative for English text
+MAX_STRING_CHARS = 1000  # llama.cpp refuses grammars with much larger repetitions
 
 
 def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     """A copy of ``schema`` whose unbounded strings get a ``maxLength`` and arrays a ``maxItems``,
     sized so the whole object fits in ``max_tokens``. A small model that rambles inside a string
     would otherwise hit ``max_tokens`` before closing the JSON; with these bounds the grammar
-    closes it in time. Strings with an enum/const/pattern/format are left alone."""
+    closes it in time. Strings with an enum/const/pattern/format are left alone; no bound exceeds
+    ``MAX_STRING_CHARS`` (so one free-text field holds at most ~1,000 characters)."""
     schema = copy.deepcopy(schema)
     strings: list[tuple[dict[str, Any], bool]] = []
 
@@ -147,7 +149,7 @@ def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     walk(schema, False)
     weight = sum(MAX_ITEMS if in_array else 1 for _, in_array in strings)
     if weight:
-        per_string = max(16, int(max_tokens * CHARS_PER_TOKEN * 0.8) // weight)
+        per_string = min(MAX_STRING_CHARS, max(16, int(max_tokens * CHARS_PER_TOKEN * 0.8) // weight))
         for node, _ in strings:
             node["maxLength"] = per_string
     return schema

@@ -42,7 +42,8 @@ def resolve_specs(settings: Settings) -> dict[str, str]:
     return {role: settings.model_for(role) or (GROQ_DEFAULTS[role] if has_key else EMBEDDED) for role in ROLES}
 
 
-def _gguf_path(spec: str, settings: Settings) -> Path:
+def gguf_path_for(spec: str, settings: Settings) -> Path:
+    """The GGUF file an 'embedded' or 'gguf:/path' spec points to (not checked for existence)."""
     from rag.lm.local import find_smollm2_gguf
 
     if spec == EMBEDDED:
@@ -66,7 +67,7 @@ def _make(spec: str, settings: Settings) -> dspy.LM:
     if spec == EMBEDDED or spec.startswith("gguf:"):
         from rag.lm.local import AsyncLlamaCppEngine, LlamaCppEngine
 
-        path = _gguf_path(spec, settings)
+        path = gguf_path_for(spec, settings)
         engine = LlamaCppEngine(path, n_ctx=settings.n_ctx, max_tokens=settings.embedded_max_tokens)
         name = f"{'embedded' if spec == EMBEDDED else 'gguf'}/{path.stem}"
         return dspy.LM(name, engine=engine, async_engine=AsyncLlamaCppEngine(engine), cache=settings.cache,
