@@ -85,11 +85,11 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None) -> CompilePl
             getattr(biggest, split).pop()
     calls = {r: bound(t) for r, t in tasks.items()}
     tokens = {r: calls[r] * TOKENS_PER_CALL[r] for r in tasks}
-    from rag.lm.pricing import estimate_cost  # list prices per model
+    from rag.lm.pricing import cost_usd  # list prices per model
+    from rag.lm.roles import GROQ_DEFAULTS
 
-    cost = sum(estimate_cost(model, tokens[r] * 0.85, tokens[r] * 0.15)
-               for r, model in (("grader", "openai/gpt-oss-20b"), ("rewriter", "openai/gpt-oss-20b"),
-                                ("answerer", "openai/gpt-oss-120b"), ("judge", "qwen/qwen3-32b")) if r in tokens)
+    # ~85% of a call's tokens are prompt, ~15% output (benchmarks/lm.py)
+    cost = sum(cost_usd(GROQ_DEFAULTS[r], int(tokens[r] * 0.85), int(tokens[r] * 0.15)) or 0.0 for r in tokens)
     sizes = {r: {"train": len(t.train), "dev": len(t.dev), "test": len(t.test)} for r, t in tasks.items()}
     return CompilePlan(optimizer, list(tasks), sizes, calls, tokens, cost)
 
@@ -124,7 +124,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     """Compile ``roles`` and save an artifact; ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
-    from rag.lm.roles import lms_for_roles, role_models
+    from rag.lm.roles import lms_for_roles, resolve_specs
     from rag.retrieve import Retriever
 
     roles = roles or ["grader", "rewriter", "answerer"]
@@ -139,7 +139,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     if dry_run:
         return CompileResult(artifact=None, plan=the_plan)
 
-    models = role_models(settings)
+    models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "models": models, "budget": budget,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})

@@ -22,7 +22,7 @@ from typing import Any
 
 import dspy
 
-from rag.agent_metrics import jaccard
+from rag.agent_metrics import f1, grade_confusion
 from rag.context import extract_citations, format_context, split_citations
 from signatures import Answerer, Grader, Judge, Rewriter
 
@@ -111,13 +111,11 @@ def judge_example(label: dict[str, Any]) -> dspy.Example:
 
 # ------------------------------------------------------------------ metrics
 def grader_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
-    set_ok = float(bool(pred.relevant) == bool(example.relevant))
-    if example.relevant and pred.relevant:
-        chosen, _ = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], example.shown_ids)
-        chunk = jaccard(set(chosen), set(example.relevant_chunk_ids))
-    else:
-        chunk = set_ok
-    score = 0.6 * set_ok + 0.4 * chunk
+    """0.6 x set-level agreement + 0.4 x chunk-level F1, the harness's grader definitions on one step."""
+    chosen = [str(i) for i in (pred.relevant_chunk_ids or [])] if pred.relevant else []
+    set_conf, chunk_conf = grade_confusion(bool(pred.relevant), example.shown_ids, chosen,
+                                           set(example.relevant_chunk_ids))
+    score = 0.6 * (set_conf["tp"] + set_conf["tn"]) + 0.4 * f1(chunk_conf)
     return score >= 0.8 if trace is not None else score
 
 

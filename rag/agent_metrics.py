@@ -55,6 +55,24 @@ def _add(conf: dict[str, int], predicted: bool, actual: bool) -> None:
     conf[("t" if predicted == actual else "f") + ("p" if predicted else "n")] += 1
 
 
+def grade_confusion(verdict: bool, shown: Sequence[str], chosen: Sequence[str],
+                    gold: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """One grade step scored at set level (one prediction) and chunk level (one per shown chunk).
+
+    The evaluation harness pools these over a run; the optimizer's grader metric scores them one by one."""
+    set_conf, chunk_conf = _confusion(), _confusion()
+    _add(set_conf, verdict, bool(gold & set(shown)))
+    for cid in shown:
+        _add(chunk_conf, cid in set(chosen), cid in gold)
+    return set_conf, chunk_conf
+
+
+def f1(conf: Mapping[str, int]) -> float:
+    """F1 of a confusion; 1.0 when there was nothing to find and nothing was claimed."""
+    tp, fp, fn = conf["tp"], conf["fp"], conf["fn"]
+    return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
 def _step_latency(step: Mapping[str, Any]) -> float:
     if step.get("cached") and step.get("original_latency_ms") is not None:
         return float(step["original_latency_ms"])
@@ -81,11 +99,11 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     if gold_known:
         grade_set, grade_chunk = _confusion(), _confusion()
         for g in grades:
-            shown = list(g.get("shown_ids") or [])
-            _add(grade_set, bool(g.get("verdict")), bool(gold & set(shown)))
-            chosen = set(g.get("chosen_ids") or [])
-            for cid in shown:
-                _add(grade_chunk, cid in chosen, cid in gold)
+            one_set, one_chunk = grade_confusion(bool(g.get("verdict")), g.get("shown_ids") or [],
+                                                 g.get("chosen_ids") or [], gold)
+            for total, one in ((grade_set, one_set), (grade_chunk, one_chunk)):
+                for key in total:
+                    total[key] += one[key]
 
     successes = None
     if gold and not item.should_refuse:

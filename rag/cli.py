@@ -431,10 +431,10 @@ def artifacts_cmd(
         rag artifacts
     """
     from rag import artifacts as arts
-    from rag.lm.roles import role_models
+    from rag.lm.roles import resolve_specs
 
     settings = _settings(None, artifacts_dir=artifacts_dir)
-    models = role_models(settings)
+    models = resolve_specs(settings)
     found = arts.list_artifacts(Path(settings.artifacts_dir))
     if not found:
         err(f"No artifacts in {settings.artifacts_dir}. Make one with: rag compile")

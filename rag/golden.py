@@ -108,7 +108,8 @@ def load_golden(path: str | Path) -> list[GoldenItem]:
             id=rec["id"], type=rec["type"], question=rec["question"], reference_answer=rec.get("reference_answer") or "",
             should_refuse=bool(rec.get("should_refuse", False)), relevant_chunk_ids=list(rec.get("relevant_chunk_ids") or []),
             evidence=list(rec.get("evidence") or []), split=rec.get("split"),
-            meta={k: v for k, v in rec.items() if k not in KNOWN} | {"line": lineno},
+            meta={**(rec.get("meta") if isinstance(rec.get("meta"), dict) else {}),
+                  **{k: v for k, v in rec.items() if k not in KNOWN and k != "meta"}, "line": lineno},
         ))
     return items
 

@@ -33,12 +33,12 @@ class Program:
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
     """The agent for ``settings``: uncompiled, or with the artifact that fits (``settings.artifact`` names one)."""
-    from rag.lm.roles import lms_for_roles, role_models
+    from rag.lm.roles import lms_for_roles, resolve_specs
     from rag.retrieve import Retriever
 
     retriever = retriever or Retriever.from_settings(settings)
     lms = lms_for_roles(settings)
-    models = role_models(settings)
+    models = resolve_specs(settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms)
     artifact, messages = None, []

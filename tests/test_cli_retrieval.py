@@ -89,7 +89,7 @@ def test_user_errors_are_domain_errors(tmp_path: Path, docs: Path):
     result = run("search", "   ", "--index-dir", str(small_index().dir))
     assert isinstance(result.exception, InputError)
     result = run("eval", "--golden", "g.jsonl", "--index-dir", str(small_index().dir))
-    assert isinstance(result.exception, SieveError) and "not yet available" in str(result.exception)
+    assert isinstance(result.exception, SieveError) and "--config NAME" in str(result.exception)
     assert not (tmp_path / "i").exists()
 
 
