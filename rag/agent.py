@@ -14,7 +14,7 @@ from typing import Any
 
 import dspy
 
-from rag.context import extract_citations, format_context, split_citations, strip_invalid_citations
+from rag.context import clean_answer, extract_citations, format_context, split_citations
 from rag.errors import InputError
 from rag.metering import CallStats, metered_call
 from rag.trace import Step, Trace
@@ -102,7 +102,7 @@ class Sieve(dspy.Module):
         valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)
         if invalid:
             step.notes.append(f"dropped {len(invalid)} citation(s) of ids not in the context: {invalid}")
-            answer = strip_invalid_citations(answer, invalid)
+        answer = clean_answer(answer, shown, invalid)
         if not valid:
             step.notes.append("answer cites no passage")
         step.answer, step.chosen_ids = answer, valid

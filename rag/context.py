@@ -16,6 +16,7 @@ FENCE_END = ">>>"
 _MARKERS = re.compile(r"\[\[\s*##|##\s*\]\]|<<<|>>>")
 # inline citations: [topic#001], [path/to/file.md#012]; ids contain no whitespace or brackets
 _CITATION = re.compile(r"\[([^\[\]\s]+#\d+)\]")
+_NUMBERED = re.compile(r"\[(\d{1,2})\]")  # [2]: the second passage shown
 
 
 def _clean(text: str) -> str:
@@ -32,26 +33,44 @@ def format_context(hits: Sequence[Any]) -> str:
 
 
 def extract_citations(answer: str, cited: Iterable[str] | None = None) -> list[str]:
-    """All ids the answer cites: its ``cited_ids`` field first, then inline ``[id]`` markers; order kept, no repeats."""
+    """All references the answer makes: its ``cited_ids`` field first, then inline ``[id]`` or ``[n]`` markers;
+    order kept, no repeats. Passage numbers are resolved against the shown ids by :func:`split_citations`."""
     out: list[str] = []
-    for cid in [*(cited or []), *_CITATION.findall(answer or "")]:
+    for cid in [*(cited or []), *_CITATION.findall(answer or ""), *_NUMBERED.findall(answer or "")]:
         cid = str(cid).strip().strip("[]")
         if cid and cid not in out:
             out.append(cid)
     return out
 
 
+def resolve(ref: str, shown: Sequence[str]) -> str | None:
+    """A shown id for a reference: the id itself, or a 1-based passage number (small models often cite [2])."""
+    ref = str(ref).strip().strip("[]").strip()
+    if ref in shown:
+        return ref
+    if ref.isdigit() and 1 <= int(ref) <= len(shown):
+        return shown[int(ref) - 1]
+    return None
+
+
 def split_citations(cited: Iterable[str], shown_ids: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(valid, invalid): ids that were shown in the context, and ids that were not."""
-    shown = set(shown_ids)
+    """(valid, invalid): shown ids that were referenced (by id or passage number), and references to nothing shown."""
+    shown = list(shown_ids)
     valid, invalid = [], []
-    for cid in cited:
-        (valid if cid in shown else invalid).append(cid)
+    for ref in cited:
+        cid = resolve(ref, shown)
+        if cid is None:
+            invalid.append(str(ref))
+        elif cid not in valid:
+            valid.append(cid)
     return valid, invalid
 
 
-def strip_invalid_citations(answer: str, invalid: Iterable[str]) -> str:
-    """Remove inline markers of ids that were never shown, so the user sees no invented sources."""
-    for cid in invalid:
-        answer = answer.replace(f"[{cid}]", "")
+def clean_answer(answer: str, shown_ids: Sequence[str], invalid: Iterable[str]) -> str:
+    """Inline ``[n]`` becomes ``[id]``; markers of references to nothing shown are removed."""
+    shown = list(shown_ids)
+    answer = _NUMBERED.sub(lambda m: f"[{resolve(m.group(1), shown)}]" if resolve(m.group(1), shown) else m.group(0),
+                           answer or "")
+    for ref in invalid:
+        answer = answer.replace(f"[{ref}]", "")
     return re.sub(r"[ \t]{2,}", " ", answer).strip()
