@@ -36,6 +36,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
 
     lms = lms or {}
     k = settings.top_k
+    retriever = _Memo(retriever)  # each role searches the same questions: retrieve each once
     chunks = retriever.index.chunks
     gold = {item.id: gold_chunk_ids(item, chunks) for item in items}
     answerable = [i for i in items if not i.should_refuse and gold[i.id]]
@@ -81,6 +82,18 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         splits = _by_split([(split_of.get(lab.get("item_id")), judge_example(lab)) for lab in labels], "judge")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
     return tasks
+
+
+class _Memo:
+    """The retriever with each (query, k) searched once."""
+
+    def __init__(self, retriever: Any):
+        self.index, self._retriever, self._seen = retriever.index, retriever, {}
+
+    def search(self, query: str, k: int | None = None) -> list[Any]:
+        if (query, k) not in self._seen:
+            self._seen[query, k] = self._retriever.search(query, k=k)
+        return self._seen[query, k]
 
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:
