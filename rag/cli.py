@@ -44,18 +44,18 @@ def index_cmd(
     path: Optional[Path] = typer.Argument(None, help="Folder of .md/.markdown/.txt/.rst/.html files (recursive). "
                                           "Omit to index the built-in demo corpus (Python language reference topics)."),
     chunks: Optional[Path] = typer.Option(None, "--chunks", help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Where to write the index [default: $SIEVE_HOME/index]."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers name or path; 'default' = bundled all-MiniLM-L6-v2."),
-    chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk [default: 1200]."),
-    chunk_overlap: Optional[int] = typer.Option(None, "--chunk-overlap", help="Characters carried over between chunks of one section [default: 150]."),
+    chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk (default: 1200)."),
+    chunk_overlap: Optional[int] = typer.Option(None, "--chunk-overlap", help="Characters carried over between chunks of one section (default: 150)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Build the search index (bm25s + FAISS) from the built-in corpus, a folder, or a chunks JSONL.
 
     Examples:
-      rag index                                   # built-in Python reference topics
-      rag index ./docs --index-dir ./my-index     # your Markdown/rST/HTML/text files
-      rag index --chunks chunks.jsonl             # chunks from another pipeline, ids kept
+      rag index                           # built-in Python reference topics
+      rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text files
+      rag index --chunks chunks.jsonl     # pre-chunked elsewhere; ids kept
     """
     _clean_warnings()
     from rag.errors import InputError
@@ -85,9 +85,9 @@ def index_cmd(
 @app.command("search")
 def search_cmd(
     query: str = typer.Argument(..., help="The question or keywords."),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid]."),
-    k: Optional[int] = typer.Option(None, "--k", "-k", help="How many chunks [default: 4]."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder [default: $SIEVE_HOME/index]."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid (default: hybrid)."),
+    k: Optional[int] = typer.Option(None, "--k", "-k", help="How many chunks (default: 4)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (default: $SIEVE_HOME/index)."),
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON (with per-stage ranks and scores)."),
 ) -> None:
     """Show the chunks retrieval returns for a question (no language model involved).

@@ -115,8 +115,10 @@ def test_first_build_failure_leaves_nothing_that_looks_like_an_index(tmp_path: P
 
 def test_hnsw_above_threshold(tmp_path: Path):
     chunks = list(small_chunks())
-    index = build_index(chunks, tmp_path / "hnsw", settings(), show_progress=False, hnsw_threshold=10)
+    root = copy_index(tmp_path / "hnsw")  # rebuilding in place reuses the embeddings: only FAISS changes
+    index = build_index(chunks, root, settings(), show_progress=False, hnsw_threshold=10)
     assert index.manifest["faiss"]["type"] == "IndexHNSWFlat"
+    assert index.manifest["counts"]["embeddings_reused"] == len(chunks)
     flat = small_index()
     vector = np.asarray(flat.embeddings[3])
     assert index.dense_search(vector, 1)[0][0] == flat.dense_search(vector, 1)[0][0] == 3
