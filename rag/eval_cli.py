@@ -106,12 +106,25 @@ def default_threads(lms: Mapping[str, Any]) -> int:
 
 def select_items(items: list[Any], split: str) -> list[Any]:
     if split == "all":
-        return items
+        return interleave_types(items)
     chosen = [it for it in items if it.split == split]
     if not chosen:
         splits = sorted({str(it.split) for it in items})
         raise InputError(f"no golden items in split {split!r}; the file has: {', '.join(splits)} (or use --split all)")
-    return chosen
+    return interleave_types(chosen)
+
+
+def interleave_types(items: list[Any]) -> list[Any]:
+    """Round-robin over question types (file order within a type), so ``--limit N`` is a stratified sample
+    rather than the first N answerable items of a file sorted by type."""
+    by_type: dict[str, list[Any]] = {}
+    for it in items:
+        by_type.setdefault(it.type, []).append(it)
+    queues = list(by_type.values())
+    out: list[Any] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
 
 
 def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,

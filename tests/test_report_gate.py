@@ -8,7 +8,7 @@ import pytest
 from _traces import answer, grade, item, pred, record, retrieve, rewrite
 
 from rag.errors import ConfigError, InputError
-from rag.eval_cli import check_gate, default_threads, load_eval_configs, resolve_config, select_items
+from rag.eval_cli import check_gate, default_threads, interleave_types, load_eval_configs, resolve_config, select_items
 from rag.report import report
 from rag.runs import append_record, open_run, read_records, write_summary
 
@@ -181,3 +181,11 @@ def test_default_run_dir_names(monkeypatch, tmp_path):
     one = default_run_dir("full", "abc", ["top_k=8", "mode=bm25"])
     assert one.name.startswith("full-abc-set") and one == default_run_dir("full", "abc", ["mode=bm25", "top_k=8"])
     assert one != default_run_dir("full", "abc", ["top_k=6"])
+
+
+def test_limit_takes_a_stratified_sample_of_types():
+    from types import SimpleNamespace as NS
+
+    items = [NS(id=f"{t[0]}{i}", type=t) for t in ("answerable", "vague", "unanswerable") for i in range(3)]
+    assert [it.id for it in interleave_types(items)][:4] == ["a0", "v0", "u0", "a1"]
+    assert sorted(it.id for it in interleave_types(items)) == sorted(it.id for it in items)
