@@ -141,6 +141,8 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     the_plan = plan(tasks, optimizer, budget)
     if dry_run:
         return CompileResult(artifact=None, plan=the_plan)
+    if show_progress:
+        print(the_plan.render(), file=sys.stderr)
 
     models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]

@@ -413,8 +413,8 @@ def compile_cmd(
         configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=parse_roles(roles), budget=budget,
                              dry_run=dry_run, out=out, labels=labels, show_progress=not quiet)
-    err(result.plan.render())
-    if result.artifact is None:
+    if result.artifact is None:  # a dry run: the plan is the answer
+        typer.echo(result.plan.render())
         return
     typer.echo(f"Saved {result.artifact.path}")
     typer.echo(json.dumps(result.scores, indent=2))
