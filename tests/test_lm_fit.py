@@ -42,18 +42,20 @@ def test_refuses_when_instructions_alone_do_not_fit():
 
 
 def test_bound_schema_caps_free_strings_and_arrays():
-    from rag.lm.local import MAX_ITEMS, bound_schema
+    from rag.lm.local import CHARS_PER_TOKEN, MAX_ITEM_CHARS, MAX_ITEMS, bound_schema
 
     schema = {"type": "object", "required": ["answer", "reasons", "label"], "properties": {
         "answer": {"type": "string"},
         "reasons": {"type": "array", "items": {"type": "string"}},
         "label": {"type": "string", "enum": ["a", "b"]},
     }}
-    bounded = bound_schema(schema, max_tokens=100)
+    bounded = bound_schema(schema, max_tokens=512)
     assert "maxLength" not in schema["properties"]["answer"]  # the input is not modified
     per = bounded["properties"]["answer"]["maxLength"]
     assert bounded["properties"]["reasons"]["maxItems"] == MAX_ITEMS
-    assert bounded["properties"]["reasons"]["items"]["maxLength"] == per
-    assert per * (1 + MAX_ITEMS) <= 100 * 3  # every string together fits the token budget
+    assert bounded["properties"]["reasons"]["items"]["maxLength"] == MAX_ITEM_CHARS
+    # every string together fits the token budget, even at the worst-case characters per token
+    assert per + MAX_ITEMS * MAX_ITEM_CHARS <= 512 * CHARS_PER_TOKEN * 0.8
+    assert per >= 200  # room for a real sentence
     assert "maxLength" not in bounded["properties"]["label"]
     assert bound_schema({"type": "string"}, max_tokens=4096)["maxLength"] == 1000  # llama.cpp's grammar limit

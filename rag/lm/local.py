@@ -119,8 +119,9 @@ def _grammar(schema: dict[str, Any] | None) -> Any:
         return _GRAMMARS[key]
 
 
-MAX_ITEMS = 8  # arrays without their own maxItems
-CHARS_PER_TOKEN = 3  # conservative for English text
+MAX_ITEMS = 6  # arrays without their own maxItems
+MAX_ITEM_CHARS = 64  # strings inside arrays (chunk ids, short entries)
+CHARS_PER_TOKEN = 1.5  # conservative: digits, ids and punctuation run near one character per token
 MAX_STRING_CHARS = 1000  # llama.cpp refuses grammars with much larger repetitions
 
 
@@ -147,10 +148,14 @@ def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
             walk(value, in_array or (key == "items" and node.get("type") == "array"))
 
     walk(schema, False)
-    weight = sum(MAX_ITEMS if in_array else 1 for _, in_array in strings)
-    if weight:
-        per_string = min(MAX_STRING_CHARS, max(16, int(max_tokens * CHARS_PER_TOKEN * 0.8) // weight))
-        for node, _ in strings:
+    budget = int(max_tokens * CHARS_PER_TOKEN * 0.8)  # characters the strings may use, leaving room for structure
+    items = [node for node, in_array in strings if in_array]
+    for node in items:  # ids and short list entries
+        node["maxLength"] = MAX_ITEM_CHARS
+    free = [node for node, in_array in strings if not in_array]
+    if free:
+        per_string = min(MAX_STRING_CHARS, max(16, (budget - len(items) * MAX_ITEMS * MAX_ITEM_CHARS) // len(free)))
+        for node in free:
             node["maxLength"] = per_string
     return schema
 
