@@ -210,10 +210,10 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
              f"reference: {record.get('reference_answer') or '-'}",
              f"gold chunks: {', '.join(sorted(gold)) or '(none)'}   outcome: {outcome(record)}"]
     if d:
-        lines.append(f"diagnosis: {d['kind']}: {d['detail']}")
+        lines.append(f"diagnosis: {d['kind']}: {_short(d['detail'], max_answer_chars)}")
     pred = record.get("prediction")
     if not pred:
-        lines.append(f"agent error: {record.get('error')}")
+        lines.append(f"agent error: {_short(record.get('error'), max_answer_chars)}")
         return "\n".join(lines)
     trace = pred["trace"]
     for i, st in enumerate(trace["steps"], 1):
@@ -231,17 +231,16 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
             verdict = "RELEVANT" if st.get("verdict") else "NOT RELEVANT"
             lines.append(f"{i}. grade     {verdict} {cost}")
             lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} chosen={_marked(st.get('chosen_ids'), gold)}")
-            lines.append(f"     reason: {st.get('reason')}")
+            lines.append(f"     reason: {_short(st.get('reason'), max_answer_chars)}")
         elif node == "rewrite":
             lines.append(f"{i}. rewrite   {st.get('query')!r} -> {st.get('rewrite')!r} {cost}")
         else:
-            text = " ".join(str(st.get("answer") or "").split())
-            text = text if len(text) <= max_answer_chars else text[: max_answer_chars - 1] + "…"
+            text = _short(st.get("answer"), max_answer_chars)
             lines.append(f"{i}. {node:<9} {cost}")
             if node == "answer":
                 lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} cited={_marked(st.get('chosen_ids'), gold)}")
             elif st.get("reason"):
-                lines.append(f"     reason: {st.get('reason')}")
+                lines.append(f"     reason: {_short(st.get('reason'), max_answer_chars)}")
             lines.append(f"     {text!r}")
         lines.extend(f"     note: {n}" for n in st.get("notes") or [])
     if pred.get("invalid_citations"):
@@ -249,10 +248,16 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
     judge = record.get("judge")
     if judge:
         lines.append("judge: " + ", ".join(f"{k}={judge[k]}" for k in ("correct", "faithful") if k in judge)
-                     + (f"; {judge.get('reason')}" if judge.get("reason") else "")
-                     + (f"; error: {judge['error']}" if judge.get("error") else ""))
+                     + (f"; {_short(judge['reason'], max_answer_chars)}" if judge.get("reason") else "")
+                     + (f"; error: {_short(judge['error'], max_answer_chars)}" if judge.get("error") else ""))
     lines.append(Trace.from_dict(trace).render().splitlines()[-1])
     return "\n".join(lines)
+
+
+def _short(text: Any, limit: int) -> str:
+    """One line of at most ``limit`` characters (LM parse errors quote whole responses)."""
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _marked(ids: Iterable[str] | None, gold: set[str]) -> str:
