@@ -70,3 +70,24 @@ def test_notebook_runs_on_fixture(path, kernel_env):
         assert "=====" in text and "1. retrieve" in text
     else:
         assert "== grade (grader)" in text and "comparing:" in text
+
+
+def test_rag_notebook_command():
+    """`rag notebook` names the notebook and this interpreter's jupyter; an unknown name lists the real ones."""
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+    from rag.errors import SieveError
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["notebook", "compile_report", "--print"])
+    assert res.exit_code == 0
+    assert res.stdout.strip() == f"{sys.executable} -m jupyter lab {ROOT / 'notebooks' / 'compile_report.ipynb'}"
+    res = runner.invoke(app, ["notebook", "nope"])
+    assert isinstance(res.exception, SieveError)
+    assert "available: compile_report, failure_analysis" in str(res.exception)
+    if importlib.util.find_spec("jupyterlab") is None:  # this venv: no JupyterLab, so the hint names the extra
+        res = runner.invoke(app, ["notebook"])
+        assert isinstance(res.exception, SieveError) and 'pip install -e ".[notebooks]"' in str(res.exception)
