@@ -120,6 +120,8 @@ def grader_confusion(runs: RunSet | Sequence[Run], level: str = "set", by: str |
     ``level="chunk"``: one per shown chunk. Only items whose gold is known count (as in rag.agent_metrics)."""
     if level not in ("set", "chunk"):
         raise InputError(f'level must be "set" or "chunk", got {level!r}')
+    if by not in (None, "type"):
+        raise InputError(f'by must be "type" or None, got {by!r}')
     rows = []
     for run in _runs(runs):
         for r in run.records:

@@ -108,6 +108,10 @@ def test_grader_confusion_by_hand_and_as_summarized(runs):
         assert row.recall == pytest.approx(summary[f"grader_{level}_recall"])
     with pytest.raises(InputError, match="level"):
         analysis.grader_confusion(runs, level="item")
+    with pytest.raises(InputError, match="by must be"):
+        analysis.grader_confusion(runs, by="split")
+    pooled = analysis.grader_confusion(runs, level="set", by=None)
+    assert list(pooled.columns[:5]) == ["config", "tp", "fp", "fn", "tn"] and int(pooled.n.sum()) == 10
 
 
 def test_refusal_outcomes(runs):
