@@ -377,6 +377,41 @@ def calibrate(
         typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {kappa}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
 
 
+@app.command()
+def notebook(
+    name: str = typer.Argument("failure_analysis", help="failure_analysis or compile_report (a notebook in notebooks/)"),
+    print_only: bool = typer.Option(False, "--print", help="only print the command that opens it"),
+) -> None:
+    """Open an analysis notebook in JupyterLab, on this Python's kernel (needs the notebooks extra).
+
+    The notebooks read the latest runs under SIEVE_HOME/runs, or SIEVE_RUNS (a run directory or a folder of runs).
+
+    Examples:
+      rag notebook                                # notebooks/failure_analysis.ipynb
+      rag notebook compile_report
+      SIEVE_RUNS=~/.cache/sieve/runs/full-1a2b3c4d5e6f rag notebook --print
+    """
+    import importlib.util
+    import subprocess
+
+    from rag.config import PROJECT_ROOT
+
+    folder = PROJECT_ROOT / "notebooks"
+    path = folder / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+    if not path.is_file():
+        have = ", ".join(sorted(p.stem for p in folder.glob("*.ipynb"))) or "none"
+        raise SieveError(f"no notebook {path}; available: {have}")
+    cmd = [sys.executable, "-m", "jupyter", "lab", str(path)]
+    if print_only:
+        typer.echo(" ".join(cmd))
+        return
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise SieveError('JupyterLab is not installed in this environment; install the notebooks extra: '
+                         f'pip install -e ".[notebooks]" (then run: {" ".join(cmd)})')
+    err(" ".join(cmd))
+    raise typer.Exit(subprocess.call(cmd))
+
+
 # ---------------------------------------------------------------- optimization: rag compile, rag artifacts
 @app.command("compile")
 def compile_cmd(
