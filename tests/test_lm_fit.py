@@ -59,3 +59,22 @@ def test_bound_schema_caps_free_strings_and_arrays():
     assert per >= 200  # room for a real sentence
     assert "maxLength" not in bounded["properties"]["label"]
     assert bound_schema({"type": "string"}, max_tokens=4096)["maxLength"] == 1000  # llama.cpp's grammar limit
+
+
+def test_few_shot_demos_give_way_before_the_question_context():
+    from rag.lm.fit import count_prompt, fit_messages
+
+    def words(text):
+        return len(text.split())
+
+    def user(ctx):
+        return {"role": "user", "content": f"[[ ## question ## ]]\nq?\n\n[[ ## context ## ]]\n{ctx}\n\nRespond with JSON."}
+
+    demo = user("demo passage word " * 300)
+    final = user("final passage word " * 300)
+    messages = [{"role": "system", "content": "sys"}, demo, {"role": "assistant", "content": "{}"},
+                dict(demo), {"role": "assistant", "content": "{}"}, final]
+    fit = fit_messages(messages, words, budget=1300)
+    assert fit.prompt_tokens <= 1300 and count_prompt(fit.messages, words) == fit.prompt_tokens
+    assert fit.messages[-1]["content"] == final["content"]  # the question's own context is untouched
+    assert all("truncated" in fit.messages[i]["content"] for i in (1, 3))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 FIELD_MARKER = re.compile(r"\[\[ ## [^\]#]+ ## \]\]")
 MESSAGE_OVERHEAD = 8  # chat-template tokens per message (role markers, separators)
+MIN_DEMO_FIELD = 200  # a demo's longest field is cut to no less than this many characters
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,17 @@ def _longest_span(text: str) -> tuple[int, int, str | None]:
     return start, end, name
 
 
+def _span_text(text: str) -> str:
+    start, end, _ = _longest_span(text)
+    return text[start:end]
+
+
 def fit_messages(
     messages: list[dict[str, str]],
     count: Callable[[str], int],
     budget: int,
     *,
-    max_passes: int = 4,
+    max_passes: int = 8,
 ) -> Fit:
     """Shorten ``messages`` until ``count_prompt(...) <= budget`` tokens.
 
@@ -77,18 +83,20 @@ def fit_messages(
         if total <= budget:
             return Fit(messages, total, dropped, field)
         users = [i for i, m in enumerate(messages) if m["role"] == "user"] or list(range(len(messages)))
-        target = max(users, key=lambda i: len(messages[i]["content"]))
+        # few-shot demos (every user message but the last) give way before the question's own context
+        demos = [i for i in users[:-1] if len(_span_text(messages[i]["content"])) > MIN_DEMO_FIELD + 100]
+        target = max(demos or users, key=lambda i: len(messages[i]["content"]))
         text = messages[target]["content"]
         start, end, field = _longest_span(text)
         body = text[start:end]
         body_tokens = max(count(body), 1)
         overflow = total - budget
-        if overflow >= body_tokens:
+        if overflow >= body_tokens and not demos:
             raise ValueError(
                 f"prompt needs {total} tokens but only {budget} fit, and cutting the longest field cannot save enough; "
                 "raise n_ctx or shorten the instructions"
             )
-        keep_chars = int(len(body) * (1 - (overflow + 16) / body_tokens))
+        keep_chars = max(int(len(body) * (1 - (overflow + 16) / body_tokens)), MIN_DEMO_FIELD if demos else 0)
         kept = body[: max(keep_chars, 0)].rstrip()
         marker = "\n[... truncated to fit the context window ...]\n\n"
         messages[target]["content"] = text[:start] + kept + marker + text[end:].lstrip("\n")
