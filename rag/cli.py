@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from rag.config import load_settings
+from rag.config import PROJECT_ROOT, load_settings
 from rag.errors import SieveError
 
 app = typer.Typer(
@@ -332,9 +332,10 @@ def report(
 
 @app.command()
 def calibrate(
-    run: Path = typer.Option(..., "--run", help="a run directory written by rag eval (with judged answers)"),
+    run: list[Path] = typer.Option(..., "--run", help="a run directory written by rag eval (with judged answers); repeatable"),
     labels: Optional[Path] = typer.Option(None, "--labels", help="a labels JSONL to import instead of labelling by hand"),
-    store: Path = typer.Option(Path("golden/judge_labels.jsonl"), "--store", help="where labels are kept"),
+    no_label: bool = typer.Option(False, "--no-label", help="only report agreement with the labels already stored"),
+    store: Path = typer.Option(PROJECT_ROOT / "golden" / "judge_labels.jsonl", "--store", help="where labels are kept"),
     max_items: int = typer.Option(200, "--max-items", min=1, help="most answers shown in one interactive session"),
     json_out: bool = typer.Option(False, "--json", help="print the agreement as JSON"),
 ) -> None:
@@ -345,17 +346,20 @@ def calibrate(
     Examples:
       rag calibrate --run ~/.cache/sieve/runs/full-1a2b3c4d5e6f
       rag calibrate --run runs/full-1a2b3c4d5e6f --labels my_labels.jsonl --json
+      rag calibrate --run runs/full-1a2b3c4d5e6f --run runs/baseline-1a2b3c4d5e6f --no-label
     """
     import json
 
     from rag.calibrate import agreement, label_interactively, load_labels, save_labels
     from rag.runs import read_records
 
-    records = read_records(run)
+    records = [rec for one in run for rec in read_records(one)]
     if not records:
-        raise SieveError(f"{run} holds no results; run rag eval first, or pass the run directory it printed")
+        raise SieveError(f"{', '.join(map(str, run))} hold(s) no results; run rag eval first, or pass the run directory it printed")
     have = load_labels(store)
-    if labels is not None:
+    if no_label:
+        pass
+    elif labels is not None:
         if not labels.is_file():
             raise SieveError(f"labels file {labels} does not exist")
         have = have + load_labels(labels)
@@ -369,7 +373,7 @@ def calibrate(
     if json_out:
         typer.echo(json.dumps(result, indent=2))
         return
-    typer.echo(f"labelled answers in this run: {result['n']}")
+    typer.echo(f"labelled answers in these runs: {result['n']}")
     for name in ("correct", "faithful"):
         r = result[name]
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
