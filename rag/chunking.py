@@ -20,7 +20,6 @@ prefix of the paths of the blocks it holds. Ids are ``<doc_id>#<NNN>`` (zero-pad
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any, Iterable
 
 from rag.corpus import Document
 from rag.errors import ConfigError, InputError
+from rag.jsonl import json_lines
 
 TITLE_SEP = " > "
 
@@ -260,22 +260,10 @@ def load_chunks_jsonl(path: str | Path) -> list[Chunk]:
     ``text``, a non-string field, a duplicate id, or a file with no records.
     """
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise InputError(f"{file}: no such file; --chunks expects a JSONL file with one {{\"id\", \"text\"}} object per line")
-    try:
-        lines = file.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{file}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{file}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}); each line must be one JSON object") from None
+    for lineno, where, rec in json_lines(file, missing="no such file; --chunks expects a JSONL file with one {\"id\", \"text\"} object per line",
+                                         expect="each line must be one JSON object"):
         if not isinstance(rec, dict):
             raise InputError(f"{where}: expected a JSON object with 'id' and 'text', got {type(rec).__name__}")
         for name in ("id", "text"):

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from rag.config import PROJECT_ROOT, load_settings
+from rag.config import PROJECT_ROOT, Settings, load_settings
 from rag.errors import SieveError
 
 app = typer.Typer(
@@ -237,7 +237,7 @@ def usage_cmd(days: int = typer.Option(7, "--days", min=1, help="How many days b
 
 
 # ---------------------------------------------------------------- agent: rag ask
-def _settings(sets: Optional[list[str]] = None, **flags) -> "Settings":
+def _settings(sets: Optional[list[str]] = None, **flags) -> Settings:
     """Flags given on the command line override env vars and the config file (rag.config)."""
     from rag.config import parse_assignments
 

@@ -16,7 +16,6 @@ bad line is reported with its number and field instead of an Arrow schema error.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Iterable
 from rag.chunking import Chunk
 from rag.config import sieve_home
 from rag.errors import InputError
+from rag.jsonl import json_lines
 
 TYPES = ("answerable", "vague", "unanswerable")
 KNOWN = ("id", "type", "question", "reference_answer", "should_refuse", "relevant_chunk_ids", "evidence", "split")
@@ -74,22 +74,9 @@ def _check(rec: Any, where: str) -> None:
 def load_golden(path: str | Path) -> list[GoldenItem]:
     """Golden items from a JSONL file; :class:`InputError` names the line and field of the first problem."""
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise InputError(f"{file}: no such golden file; give a JSONL file with one item per line (see rag/golden.py)")
-    try:
-        lines = file.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{file}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
     line_of: list[int] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{file}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    for lineno, where, rec in json_lines(file, missing="no such golden file: give a JSONL file with one item per line (see golden/README.md)"):
         _check(rec, where)
         if rec["id"] in seen:
             raise InputError(f"{where}: field 'id' repeats {rec['id']!r} from line {seen[rec['id']]}; ids must be unique")

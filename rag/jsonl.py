@@ -1,0 +1,30 @@
+"""Read a JSONL file line by line with errors that name the file, the line and the fix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rag.errors import InputError
+
+
+def json_lines(path: str | Path, *, missing: str, expect: str = "one JSON object per line") -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """Yield ``(line number, "file:line", record)`` for each non-blank line; ``missing`` says the file is absent and what it should be."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise InputError(f"{file}: {missing}")
+    try:
+        lines = file.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{file}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{file}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}); {expect}") from None
+        yield lineno, where, rec
