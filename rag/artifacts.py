@@ -5,7 +5,8 @@
     artifacts/<name>/manifest.json   versions, models per role, optimizer, golden hash, scores, spend, date
 
 ``select`` picks the artifact that matches the current configuration (same signatures, same models per
-role, same DSPy minor version; the same corpus preferred), or validates the one named by the user.
+role, same DSPy minor version; the same corpus preferred) and did not score worse on the test split than
+the uncompiled prompts, or validates the one named by the user (which is used even if it scored worse).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ class Artifact:
     def judge_path(self) -> Path | None:
         p = self.path / JUDGE_FILE
         return p if p.is_file() else None
+
+    def test_gain(self) -> float | None:
+        """Sum over roles of test_after - test_before (None when the manifest has no such scores)."""
+        pairs = [(sc.get("test_before"), sc.get("test_after")) for sc in (self.manifest.get("scores") or {}).values()]
+        pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
+        return round(sum(a - b for b, a in pairs), 4) if pairs else None
 
     def problems(self, models: dict[str, str], signatures: str | None = None) -> list[str]:
         """Why this artifact does not fit the current configuration ([] = it fits)."""
@@ -117,8 +124,12 @@ def select(root: Path, models: dict[str, str], name: str | None = None,
     messages, fitting = [], []
     for art in list_artifacts(root):
         problems = art.problems(models)
+        gain = art.test_gain()
         if problems:
             messages.append(f"skipped artifact {art.name}: {'; '.join(problems)}")
+        elif gain is not None and gain < 0:
+            messages.append(f"skipped artifact {art.name}: it scored worse on the test split than the uncompiled "
+                            f"prompts ({gain:+.3f} summed over roles); use --artifact {art.name} to run it anyway")
         else:
             fitting.append(art)
     if not fitting:

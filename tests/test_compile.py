@@ -162,3 +162,13 @@ def test_model_mismatch_is_never_a_silent_wrong_program(tmp_path, tiny_retriever
     _artifact(tmp_path, tiny_retriever)
     chosen, messages = artifacts.select(tmp_path / "arts", {"grader": "groq/openai/gpt-oss-20b"})
     assert chosen is None and "other models" in messages[0]
+
+
+def test_an_artifact_that_scored_worse_on_test_is_not_picked_silently(tmp_path, tiny_retriever):
+    scores = {"grader": {"test_before": 0.6, "test_after": 0.5}, "answerer": {"test_before": 0.4, "test_after": 0.45}}
+    _artifact(tmp_path, tiny_retriever, scores=scores)
+    models = {"grader": "embedded"}
+    chosen, messages = artifacts.select(tmp_path / "arts", models)
+    assert chosen is None and "scored worse on the test split" in messages[0] and "-0.050" in messages[0]
+    named, _ = artifacts.select(tmp_path / "arts", models, name="a")  # asked for by name: used
+    assert named is not None and named.test_gain() == -0.05
