@@ -26,9 +26,8 @@ class Program:
     @property
     def description(self) -> str:
         if self.artifact is None:
-            return "uncompiled signatures (no matching artifact in artifacts/)"
-        scores = self.artifact.manifest.get("optimizer", "?")
-        return f"compiled artifact {self.artifact.name} ({scores})"
+            return "uncompiled signatures (no fitting artifact in artifacts/)"
+        return f"compiled artifact {self.artifact.name} ({self.artifact.manifest.get('optimizer', '?')})"
 
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
