@@ -172,3 +172,12 @@ def test_an_artifact_that_scored_worse_on_test_is_not_picked_silently(tmp_path, 
     assert chosen is None and "scored worse on the test split" in messages[0] and "-0.050" in messages[0]
     named, _ = artifacts.select(tmp_path / "arts", models, name="a")  # asked for by name: used
     assert named is not None and named.test_gain() == -0.05
+
+
+def test_random_search_compiles_and_saves(setup):
+    settings, golden, lms = setup
+    result = compile_program(settings, golden=golden, optimizer="random-search", roles=["grader"], out="rs",
+                             lms=lms, show_progress=False)
+    assert result.artifact.manifest["optimizer"] == "random-search"
+    assert set(result.artifact.manifest["scores"]["grader"]) >= {"dev_before", "dev_after"}
+    assert json.loads(result.artifact.program_path.read_text())["grade"]["signature"]["instructions"]
