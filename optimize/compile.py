@@ -157,22 +157,22 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     with dspy.context(callbacks=[*dspy.settings.callbacks, counter], usage_tracker=usage):
         for role, task in tasks.items():
             lm, done = lms[role], ckpt / f"{role}.json"
-            before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress, f"{role} {s} before")
-                      for s in ("dev", "test")}
-            if done.is_file():
-                state = json.loads(done.read_text())
+            state = json.loads(done.read_text()) if done.is_file() else {}
+            if "before" in state:  # a finished role: its scores and program come from the checkpoint
+                before, after = state["before"], state["after"]
                 program = task.program.deepcopy()
                 program.load_state(state["program"])
-                after = state["after"]
                 print(f"{role}: reusing finished work from {done}", file=sys.stderr)
             else:
+                before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress,
+                                   f"{role} {s} before") for s in ("dev", "test")}
                 print(f"{role}: compiling with {optimizer} on {len(task.train)} train examples", file=sys.stderr)
                 with dspy.context(lm=lm):
                     program = run_optimizer(optimizer, role, task.program.deepcopy(), task.metric, task.train,
                                             task.dev, lm, reflection_lm=lms.get("answerer"))
                 after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{role} {s} after")
                          for s in ("dev", "test")}
-                done.write_text(json.dumps({"program": program.dump_state(), "after": after}))
+                done.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after}))
             compiled[role] = program
             scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
                             "test_before": before["test"], "test_after": after["test"]}
