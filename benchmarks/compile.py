@@ -1,11 +1,13 @@
 """Compile benchmark: wall time, LM calls and the dev/test metric gain of each optimizer, side by side.
 
-    python benchmarks/compile.py --optimizers bootstrap,random-search --budget 120      # run them, then tabulate
+    python benchmarks/compile.py --optimizers bootstrap,random-search,mipro,gepa --roles grader --max-examples 4,4,10
     python benchmarks/compile.py --from-artifacts artifacts --out benchmarks/results/compile.md   # tabulate only
 
 Each optimizer runs through ``rag compile``'s own code (optimize.compile.compile_program) on the configured
-index and golden set, with the same ``--budget`` (so the same trimmed splits), into a scratch artifacts folder
-unless ``--keep`` is given. The table is built from the artifacts' manifests, which record what was spent.
+index and golden set. ``--max-examples`` caps the splits identically for every optimizer, so they are scored on
+the same train/dev/test examples (a ``--budget`` alone would trim each optimizer's splits differently). Artifacts
+go to a scratch folder (``--artifacts-dir`` to choose it, e.g. to run optimizers in two processes and tabulate the
+folder afterwards). The table is built from the artifacts' manifests, which record what was spent.
 """
 
 from __future__ import annotations
@@ -32,15 +34,19 @@ def _gain(before: float | None, after: float | None) -> str:
 
 
 def table(manifests: list[dict]) -> str:
-    lines = ["| optimizer | artifact | wall s | LM calls (planned <=) | role | dev before -> after | test before -> after | test gain |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| optimizer | artifact | wall s | LM calls (planned <=) | role | train/dev/test | dev before -> after "
+             "| test before -> after | test gain |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m in manifests:
         spend = m.get("spend", {})
         first = True
         for role, sc in sorted((m.get("scores") or {}).items()):
-            head = (f"| {m.get('optimizer')} | {m.get('name')} | {spend.get('wall_s')} | "
+            effort = (m.get("optimizer_settings") or {}).get("effort", "light")
+            head = (f"| {m.get('optimizer')} ({effort}) | {m.get('name')} | {spend.get('wall_s')} | "
                     f"{spend.get('lm_calls')} ({spend.get('planned_calls_upper_bound')}) |") if first else "| | | | |"
-            lines.append(f"{head} {role} | {_fmt(sc.get('dev_before'))} -> {_fmt(sc.get('dev_after'))} | "
+            size = ((m.get("golden") or {}).get("sizes") or {}).get(role) or {}
+            split = "/".join(str(size.get(k, "?")) for k in ("train", "dev", "test"))
+            lines.append(f"{head} {role} | {split} | {_fmt(sc.get('dev_before'))} -> {_fmt(sc.get('dev_after'))} | "
                          f"{_fmt(sc.get('test_before'))} -> {_fmt(sc.get('test_after'))} | "
                          f"{_gain(sc.get('test_before'), sc.get('test_after'))} |")
             first = False
@@ -50,7 +56,10 @@ def table(manifests: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--optimizers", default="bootstrap", help="comma-separated: bootstrap,random-search,mipro,gepa")
-    ap.add_argument("--budget", type=int, default=120, help="LM-call cap per optimizer (same trimmed splits for all)")
+    ap.add_argument("--budget", type=int, help="LM-call cap per optimizer (trims each optimizer's splits to fit)")
+    ap.add_argument("--max-examples", default="4,4,10", help="N or TRAIN,DEV,TEST per role, the same for every optimizer")
+    ap.add_argument("--effort", default="light", help="light or medium")
+    ap.add_argument("--artifacts-dir", type=Path, help="where the runs' artifacts go (default: a scratch folder)")
     ap.add_argument("--golden", type=Path, default=ROOT / "golden" / "python_ref.jsonl")
     ap.add_argument("--roles", default="grader,rewriter,answerer")
     ap.add_argument("--from-artifacts", type=Path, help="only tabulate the artifacts in this folder")
@@ -64,17 +73,18 @@ def main() -> None:
     if args.from_artifacts:
         manifests = [a.manifest for a in artifacts.list_artifacts(args.from_artifacts)]
     else:
-        from optimize.compile import compile_program, parse_roles
+        from optimize.compile import compile_program, parse_max_examples, parse_roles
         from rag.lm.roles import configure_dspy
 
-        scratch = Path(tempfile.mkdtemp(prefix="sieve-compile-bench-"))
+        scratch = args.artifacts_dir or Path(tempfile.mkdtemp(prefix="sieve-compile-bench-"))
         settings = load_settings({"artifacts_dir": None if args.keep else scratch})
         configure_dspy(settings)
         manifests = []
         for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
             print(f"== {name}", file=sys.stderr)
             result = compile_program(settings, golden=args.golden, optimizer=name, roles=parse_roles(args.roles),
-                                     budget=args.budget, out=f"bench-{name}")
+                                     budget=args.budget, out=f"bench-{name}", effort=args.effort,
+                                     max_examples=parse_max_examples(args.max_examples))
             manifests.append(result.artifact.manifest)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = (f"# Compile benchmark\n\nGenerated by `python benchmarks/compile.py {' '.join(sys.argv[1:])}` on "

@@ -1,8 +1,9 @@
 """``rag compile``: optimize each role's prompt on ``train``, select on ``dev``, report ``test``.
 
 The optimizer never sees ``test``. Every role is scored before and after with its metric
-(optimize/roles.py). Finished roles are checkpointed, so an interrupted compile re-runs only what is
-left (and the DSPy cache makes repeated LM calls free). The result is saved as an artifact.
+(optimize/roles.py). Finished roles are checkpointed with what they spent, so an interrupted compile
+re-runs only what is left (and the DSPy cache makes repeated LM calls free). The result is saved as an
+artifact. The ``agent`` role compiles the whole program end to end; its predictors are applied last.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import dspy
 from dspy.utils.usage_tracker import UsageTracker
 
 from optimize.budget import CallCounter
-from optimize.optimizers import OPTIMIZERS, calls_upper_bound, run_optimizer
+from optimize.optimizers import OPTIMIZERS, calls_upper_bound, run_optimizer, search
 from optimize.tasks import build_tasks
 from rag import artifacts
 from rag.config import ROLES, Settings, sieve_home
 from rag.errors import ConfigError, InputError
 
-TOKENS_PER_CALL = {"grader": 1300, "rewriter": 250, "answerer": 900, "judge": 1100}  # measured means, see benchmarks/
+TOKENS_PER_CALL = {"grader": 1300, "rewriter": 250, "answerer": 900, "judge": 1100,  # measured means, see benchmarks/
+                   "agent": 1000}
+COMPILE_ROLES = (*ROLES, "agent")  # agent: the whole program end to end
 
 
 @dataclass
@@ -58,20 +61,43 @@ class CompileResult:
 
 def parse_roles(text: str) -> list[str]:
     roles = list(ROLES) if text.strip() == "all" else [r.strip() for r in text.split(",") if r.strip()]
-    bad = [r for r in roles if r not in ROLES]
+    bad = [r for r in roles if r not in COMPILE_ROLES]
     if bad or not roles:
-        raise ConfigError(f"--roles {text!r}: unknown role(s) {bad}; allowed: {', '.join(ROLES)} or all")
+        raise ConfigError(f"--roles {text!r}: unknown role(s) {bad}; allowed: {', '.join(COMPILE_ROLES)} or all")
     return roles
 
 
-def plan(tasks: dict[str, Any], optimizer: str, budget: int | None) -> CompilePlan:
-    """Upper bounds per role; with ``budget``, trims training sets (largest first) until the bound fits."""
+def parse_max_examples(text: str | int | None) -> tuple[int, int, int] | None:
+    """``N`` (every split) or ``TRAIN,DEV,TEST``: examples per split and role."""
+    if text is None or text == "":
+        return None
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        sizes = tuple(int(p) for p in parts)
+    except ValueError:
+        sizes = ()
+    if len(sizes) == 1:
+        sizes = sizes * 3
+    if len(sizes) != 3 or min(sizes) < 1:
+        raise ConfigError(f"--max-examples {text!r}: give N or TRAIN,DEV,TEST, each at least 1 (e.g. 4 or 4,4,10)")
+    return sizes  # type: ignore[return-value]
+
+
+def plan(tasks: dict[str, Any], optimizer: str, budget: int | None, effort: str = "light",
+         max_examples: tuple[int, int, int] | None = None) -> CompilePlan:
+    """Upper bounds per role. ``max_examples`` (train, dev, test) caps the splits first (the same caps give every
+    optimizer the same examples); then, with ``budget``, splits are trimmed (largest first) until the bound fits."""
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    search(effort)  # validates it
+    if max_examples is not None:
+        for t in tasks.values():
+            for split, cap in zip(("train", "dev", "test"), max_examples):
+                del getattr(t, split)[cap:]
 
     def bound(t: Any) -> int:
         scoring = 2 * (len(t.dev) + len(t.test)) * t.calls_per_example  # before and after
-        return calls_upper_bound(optimizer, len(t.train), len(t.dev), t.calls_per_example) + scoring
+        return calls_upper_bound(optimizer, len(t.train), len(t.dev), t.calls_per_example, effort) + scoring
 
     if budget is not None:
         for _ in range(10_000):  # bounded: each pass removes one example
@@ -92,7 +118,8 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None) -> CompilePl
     from rag.lm.roles import GROQ_DEFAULTS
 
     # ~85% of a call's tokens are prompt, ~15% output (benchmarks/lm.py)
-    cost = sum(cost_usd(GROQ_DEFAULTS[r], int(tokens[r] * 0.85), int(tokens[r] * 0.15)) or 0.0 for r in tokens)
+    cost = sum(cost_usd(GROQ_DEFAULTS.get(r, GROQ_DEFAULTS["answerer"]), int(tokens[r] * 0.85), int(tokens[r] * 0.15))
+               or 0.0 for r in tokens)
     sizes = {r: {"train": len(t.train), "dev": len(t.dev), "test": len(t.test)} for r, t in tasks.items()}
     return CompilePlan(optimizer, list(tasks), sizes, calls, tokens, cost)
 
@@ -122,7 +149,8 @@ def _checkpoint_dir(key: dict[str, Any]) -> Path:
 
 def compile_program(settings: Settings, *, golden: Path, optimizer: str = "bootstrap", roles: list[str] | None = None,
                     budget: int | None = None, dry_run: bool = False, out: str | None = None,
-                    labels: Path | None = None, show_progress: bool = True,
+                    labels: Path | None = None, show_progress: bool = True, effort: str = "light",
+                    max_examples: tuple[int, int, int] | None = None,
                     lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
     """Compile ``roles`` and save an artifact; ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
@@ -138,7 +166,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     if lms is None:
         lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
     tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels)
-    the_plan = plan(tasks, optimizer, budget)
+    the_plan = plan(tasks, optimizer, budget, effort, max_examples)
     if dry_run:
         return CompileResult(artifact=None, plan=the_plan)
     if show_progress:
@@ -147,54 +175,82 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "models": models, "budget": budget,
+                            "effort": effort, "max_examples": max_examples, "sizes": the_plan.sizes,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
     ckpt.mkdir(parents=True, exist_ok=True)
-    counter = CallCounter()
     scores: dict[str, dict[str, float | None]] = {}
     compiled: dict[str, dspy.Module] = {}
-    started = time.time()
-    usage = UsageTracker()
-    with dspy.context(callbacks=[*dspy.settings.callbacks, counter], usage_tracker=usage):
-        for role, task in tasks.items():
-            lm, done = lms[role], ckpt / f"{role}.json"
-            state = json.loads(done.read_text()) if done.is_file() else {}
-            if "before" in state:  # a finished role: its scores and program come from the checkpoint
-                before, after = state["before"], state["after"]
-                program = task.program.deepcopy()
-                program.load_state(state["program"])
-                print(f"{role}: reusing finished work from {done}", file=sys.stderr)
-            else:
-                before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress,
-                                   f"{role} {s} before") for s in ("dev", "test")}
-                print(f"{role}: compiling with {optimizer} on {len(task.train)} train examples", file=sys.stderr)
-                with dspy.context(lm=lm):
-                    program = run_optimizer(optimizer, role, task.program.deepcopy(), task.metric, task.train,
-                                            task.dev, lm, reflection_lm=lms.get("answerer"))
-                after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{role} {s} after")
-                         for s in ("dev", "test")}
-                done.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after}))
-            compiled[role] = program
-            scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
-                            "test_before": before["test"], "test_after": after["test"]}
+    spend: dict[str, dict[str, Any]] = {}
+    for role, task in tasks.items():
+        lm = lms.get(role) or lms["answerer"]  # the agent role runs each step on its own role's LM
+        program, before, after, spend[role] = _compile_role(
+            task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort,
+            reflection_lm=lms.get("answerer"), show_progress=show_progress)
+        compiled[role] = program
+        scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
+                        "test_before": before["test"], "test_after": after["test"]}
 
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
     for role, attr in (("grader", "grade"), ("rewriter", "rewrite"), ("answerer", "respond")):
         if role in compiled:
             getattr(agent, attr).load_state(compiled[role].predict.dump_state())
+    if "agent" in compiled:  # end-to-end demos and instructions win over the per-role ones
+        agent.load_state(compiled["agent"].dump_state())
     judge = compiled["judge"].predict if "judge" in compiled else None
     name = out or f"{optimizer}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
     manifest = {
         "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
-        "optimizer_settings": {"max_demos": 2, "budget": budget, "roles": list(tasks)},
+        "optimizer_settings": {"max_demos": 2, "budget": budget, "effort": effort, "max_examples": max_examples,
+                               "roles": list(tasks)},
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,
-        "spend": {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "planned_calls_upper_bound": sum(the_plan.calls.values()),
-                  "wall_s": round(time.time() - started, 1)},
+        "spend": _total_spend(spend, planned=sum(the_plan.calls.values())),
         "settings": {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")},
     }
     art = artifacts.save(agent, Path(settings.artifacts_dir) / name, manifest, judge=judge)
     return CompileResult(artifact=art, plan=the_plan, scores=scores)
+
+
+def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, effort: str,
+                  reflection_lm: dspy.BaseLM | None, show_progress: bool
+                  ) -> tuple[dspy.Module, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Score before, optimize, score after, checkpoint to ``done``; or reuse ``done`` if it holds finished work."""
+    state = json.loads(done.read_text()) if done.is_file() else {}
+    if "before" in state:  # a finished role: program, scores and what it spent come from the checkpoint
+        program = task.program.deepcopy()
+        program.load_state(state["program"])
+        print(f"{task.role}: reusing finished work from {done}", file=sys.stderr)
+        return program, state["before"], state["after"], {**state.get("spend", {}), "reused": True}
+    counter, usage, started = CallCounter(), UsageTracker(), time.time()
+    with dspy.context(callbacks=[*dspy.settings.callbacks, counter], usage_tracker=usage):
+        before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} before")
+                  for s in ("dev", "test")}
+        print(f"{task.role}: compiling with {optimizer} ({effort}) on {len(task.train)} train examples", file=sys.stderr)
+        with dspy.context(lm=lm):
+            program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
+                                    lm, reflection_lm=reflection_lm, effort=effort)
+        after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} after")
+                 for s in ("dev", "test")}
+    spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1)}
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after, "spend": spend}))
+    tmp.replace(done)  # atomic: a checkpoint is whole or absent
+    return program, before, after, {**spend, "reused": False}
+
+
+def _total_spend(per_role: dict[str, dict[str, Any]], planned: int) -> dict[str, Any]:
+    """What the artifact cost, summed over roles, including roles finished by an earlier, interrupted run."""
+    tokens: dict[str, dict[str, int]] = {}
+    for s in per_role.values():
+        for model, usage in (s.get("tokens") or {}).items():
+            mine = tokens.setdefault(model, {})
+            for key, value in usage.items():
+                if isinstance(value, (int, float)):
+                    mine[key] = mine.get(key, 0) + value
+    return {"lm_calls": sum(s.get("lm_calls", 0) for s in per_role.values()), "tokens": tokens,
+            "planned_calls_upper_bound": planned, "wall_s": round(sum(s.get("wall_s", 0.0) for s in per_role.values()), 1),
+            "per_role": per_role}
 
 
 def _sieve_version() -> str:

@@ -2,12 +2,18 @@
 
     bootstrap      BootstrapFewShot: demos that pass the role's metric (default; cheapest)
     random-search  BootstrapFewShotWithRandomSearch: several demo sets, the best on dev wins
-    mipro          MIPROv2 (auto=light): proposes instructions and demos, searches on dev
-    gepa           GEPA (auto=light): evolves instructions from textual feedback on failures
+    mipro          MIPROv2 (auto=light|medium): proposes instructions and demos, searches on dev with optuna
+    gepa           GEPA: evolves the instruction from textual feedback on failures, within a metric-call cap
+
+``effort`` (light|medium) scales the search. Every setting that drives the number of LM calls is explicit
+here, so ``calls_upper_bound`` is a true bound: ``--budget`` trims the splits until the bound fits, and the
+tests check the counted calls against it.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -15,20 +21,58 @@ import dspy
 from rag.errors import ConfigError
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa")
+EFFORTS = ("light", "medium")
 MAX_DEMOS = 2  # demos carry whole contexts; more would overflow a small model's window
+GEPA_MINIBATCH = 3  # examples GEPA reflects on per iteration
 
 
-def calls_upper_bound(name: str, n_train: int, n_dev: int, calls_per_example: int, candidates: int = 4) -> int:
+@dataclass(frozen=True)
+class Search:
+    """How hard each optimizer searches at one effort level."""
+
+    random_candidates: int  # random-search: shuffled demo sets tried (DSPy adds 3 fixed ones)
+    mipro_candidates: int  # MIPROv2's auto-mode N: N demo sets, N/2 instructions
+    gepa_iterations: int  # GEPA: reflect-and-retry iterations on minibatches
+
+
+SEARCH = {"light": Search(4, 6, 6), "medium": Search(8, 12, 12)}
+
+
+def search(effort: str) -> Search:
+    if effort not in SEARCH:
+        raise ConfigError(f"unknown effort {effort!r}; allowed: {', '.join(EFFORTS)}")
+    return SEARCH[effort]
+
+
+def _mipro_trials(n: int) -> int:
+    # MIPROv2's own rule for one predictor with demos: max(2 * 2 * log2(N), 1.5 * N)
+    return int(max(4 * math.log2(n), 1.5 * n))
+
+
+def gepa_metric_calls(n_train: int, n_dev: int, effort: str = "light") -> int:
+    """GEPA's ``max_metric_calls``: one full dev evaluation plus, per iteration, a minibatch before and after."""
+    return n_dev + search(effort).gepa_iterations * 2 * min(GEPA_MINIBATCH, max(n_train, 1))
+
+
+def calls_upper_bound(name: str, n_train: int, n_dev: int, calls_per_example: int, effort: str = "light") -> int:
     """An upper bound on the LM calls an optimizer makes (the dry run prints it; --budget trims to it)."""
-    per = calls_per_example
+    per, s = calls_per_example, search(effort)
     if name == "bootstrap":
         return n_train * per
-    if name == "random-search":
-        return n_train * per * candidates + n_dev * per * (candidates + 3)
-    if name == "mipro":  # auto=light: 6 instruction candidates proposed, ~10 trials on minibatches of dev
-        return n_train * per * 6 + 6 * 2 + 10 * min(n_dev, 35) * per
-    if name == "gepa":  # auto=light budget is about 6 full dev evaluations plus reflection calls
-        return 6 * (n_dev + n_train) * per + 30
+    if name == "random-search":  # candidates + 3 fixed sets, of which candidates + 1 bootstrap; all scored on dev
+        return n_train * per * (s.random_candidates + 1) + n_dev * per * (s.random_candidates + 3)
+    if name == "mipro":
+        n = s.mipro_candidates
+        # data summary (a call per 10 examples, one to sum up); per instruction: program, module, instruction
+        proposals = math.ceil(n_train / 10) + 1 + 3 * (n // 2)
+        # demo sets (3 fixed ones cost nothing or one pass), trials on the full dev set, plus the default program
+        return n_train * per * (n - 2) + proposals + (_mipro_trials(n) + 1) * n_dev * per
+    if name == "gepa":  # GEPA may finish the iteration that crosses its cap: one more minibatch pair and dev pass
+        metric_calls = gepa_metric_calls(n_train, n_dev, effort)
+        overshoot = 2 * GEPA_MINIBATCH + n_dev
+        # reflection: one call per iteration (each spends at least a minibatch), and one retry if it fails to parse
+        reflections = 2 * (metric_calls // min(GEPA_MINIBATCH, max(n_train, 1)) + 1)
+        return (metric_calls + overshoot) * per + reflections
     raise ConfigError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
 
 
@@ -51,6 +95,8 @@ def with_feedback(role: str, metric: Any) -> Any:
                     "The new query did not retrieve any passage that answers the question; use the documentation's terms.")
         elif role == "answerer":
             text = f"Score {score:.2f}. Reference answer: {gold.reference_answer}. Cite the passage ids you use."
+        elif role == "agent":
+            text = f"Score {score:.2f}. {'It should have refused.' if gold.should_refuse else 'Reference answer: ' + gold.reference_answer}"
         else:
             text = f"Human label: correct={gold.correct}, faithful={gold.faithful}."
         return dspy.Prediction(score=score, feedback=text)
@@ -59,23 +105,26 @@ def with_feedback(role: str, metric: Any) -> Any:
 
 
 def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train: list, dev: list,
-                  lm: dspy.BaseLM, reflection_lm: dspy.BaseLM | None = None, seed: int = 0) -> dspy.Module:
+                  lm: dspy.BaseLM, reflection_lm: dspy.BaseLM | None = None, seed: int = 0,
+                  effort: str = "light") -> dspy.Module:
     """Compile ``program`` with optimizer ``name``; returns the compiled copy."""
+    s = search(effort)
     if name == "bootstrap":
         opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS,
                                     max_rounds=1)
         return opt.compile(program, trainset=train)
     if name == "random-search":
         opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=MAX_DEMOS,
-                                                    max_labeled_demos=MAX_DEMOS, num_candidate_programs=4,
+                                                    max_labeled_demos=MAX_DEMOS, num_candidate_programs=s.random_candidates,
                                                     num_threads=1)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "mipro":
-        opt = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto="light", num_threads=1,
+        opt = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=effort, num_threads=1,
                            max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS, seed=seed, verbose=False)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "gepa":
-        opt = dspy.GEPA(metric=with_feedback(role, metric), auto="light", reflection_lm=reflection_lm or lm,
-                        num_threads=1, seed=seed)
+        opt = dspy.GEPA(metric=with_feedback(role, metric), max_metric_calls=gepa_metric_calls(len(train), len(dev), effort),
+                        reflection_lm=reflection_lm or lm, reflection_minibatch_size=GEPA_MINIBATCH,
+                        num_threads=1, seed=seed, track_stats=False)
         return opt.compile(program, trainset=train, valset=dev or train)
     raise ConfigError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")

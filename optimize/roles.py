@@ -11,6 +11,8 @@ the evaluation harness uses for a whole run (rag.agent_metrics), so compile and 
                                                        and the grader then passes
     answerer  question, gold context                   judge: correct and faithful, citations valid
     judge     question, reference, candidate, context  agreement with the human labels (golden/)
+    agent     question (the whole program, end to end) refuses exactly when it should; else the
+                                                       answerer's metric on its answer and cited passages
 """
 
 from __future__ import annotations
@@ -101,6 +103,11 @@ def answerer_example(item: Any, hits: Sequence[Any]) -> dspy.Example:
                         item_id=item.id).with_inputs("question", "context")
 
 
+def agent_example(item: Any, gold: set[str]) -> dspy.Example:
+    return dspy.Example(question=item.question, should_refuse=bool(item.should_refuse), gold_ids=sorted(gold),
+                        reference_answer=item.reference_answer, item_id=item.id).with_inputs("question")
+
+
 def judge_example(label: dict[str, Any]) -> dspy.Example:
     return dspy.Example(question=label["question"], reference_answer=label["reference_answer"],
                         candidate_answer=label["answer"], context=label.get("context", ""),
@@ -152,3 +159,23 @@ def judge_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None
     score = (float(bool(pred.correct) == example.correct) + float(bool(pred.faithful) == example.faithful)) / 2
     return score >= 1.0 if trace is not None else score
 
+
+
+def make_agent_metric(judge: dspy.Module, judge_lm: dspy.BaseLM | None,
+                      passages: Callable[[Sequence[str]], list[Any]]) -> Callable[..., float]:
+    """End to end: a refusal scores 1 exactly when the item should be refused; an answer is scored like
+    the answerer's (judge-correct, faithful to the passages it cites, citations valid), and 0 if it should
+    have been a refusal. ``passages(ids)`` returns the cited chunks as hits, for the judge's context."""
+    answer_metric = make_answerer_metric(judge, judge_lm)
+
+    def agent_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+        if example.should_refuse or bool(pred.refused):
+            score = float(bool(pred.refused) == bool(example.should_refuse))
+            return score >= 1.0 if trace is not None else score
+        cited = list(pred.citations or [])
+        as_answer = dspy.Example(question=example.question, reference_answer=example.reference_answer,
+                                 shown_ids=cited, context=format_context(passages(cited)))
+        # the agent already split valid from invalid citations; hand both back so invalid ones still count
+        return answer_metric(as_answer, dspy.Prediction(answer=pred.answer,
+                                                        cited_ids=cited + list(pred.invalid_citations or [])), trace)
+    return agent_metric

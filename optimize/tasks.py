@@ -1,4 +1,8 @@
-"""Build each role's train/dev/test examples from the golden set (and, for the judge, the human labels)."""
+"""Build each role's train/dev/test examples from the golden set (and, for the judge, the human labels).
+
+The ``agent`` task is the whole program end to end: every golden item, the Sieve module with its
+bounded rewrite loop, scored by refusing exactly when it should and otherwise by the answerer's metric.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,23 @@ from typing import Any
 
 import dspy
 
-from optimize.roles import (AnswerStep, GradeStep, JudgeStep, RewriteStep, RoleTask, answerer_example,
-                            grader_example, grader_metric, judge_example, judge_metric, make_answerer_metric,
-                            make_rewriter_metric, rewriter_example)
+from optimize.roles import (
+    AnswerStep,
+    GradeStep,
+    JudgeStep,
+    RewriteStep,
+    RoleTask,
+    agent_example,
+    answerer_example,
+    grader_example,
+    grader_metric,
+    judge_example,
+    judge_metric,
+    make_agent_metric,
+    make_answerer_metric,
+    make_rewriter_metric,
+    rewriter_example,
+)
 from rag.config import Settings
 from rag.errors import InputError
 
@@ -81,11 +99,30 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         labels = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
         splits = _by_split([(split_of.get(lab.get("item_id")), judge_example(lab)) for lab in labels], "judge")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
+
+    if "agent" in roles:
+        from rag.agent import Sieve
+
+        usable = [i for i in items if i.should_refuse or gold[i.id]]
+        splits = _by_split([(i.split, agent_example(i, gold[i.id])) for i in usable], "agent")
+        agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=k)
+        agent.lms = _Shared({r: lm for r, lm in lms.items() if r in ("grader", "rewriter", "answerer")})
+        metric = make_agent_metric(JudgeStep(), lms.get("judge"), lambda ids: _as_hits(retriever.index, ids))
+        # worst case per question: a grade per attempt, a rewrite between attempts, the answer, the judge
+        calls = 2 * settings.max_rewrites + 3
+        tasks["agent"] = RoleTask("agent", agent, metric, **splits, calls_per_example=calls)
     return tasks
 
 
+class _Shared(dict):
+    """Shared, not copied, when an optimizer deep-copies the program (LMs are process-wide resources)."""
+
+    def __deepcopy__(self, memo: dict) -> _Shared:
+        return self
+
+
 class _Memo:
-    """The retriever with each (query, k) searched once."""
+    """The retriever with each (query, k) searched once; shared, not copied, by the optimizers' deep copies."""
 
     def __init__(self, retriever: Any):
         self.index, self._retriever, self._seen = retriever.index, retriever, {}
@@ -94,6 +131,9 @@ class _Memo:
         if (query, k) not in self._seen:
             self._seen[query, k] = self._retriever.search(query, k=k)
         return self._seen[query, k]
+
+    def __deepcopy__(self, memo: dict) -> _Memo:
+        return self
 
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:

@@ -420,10 +420,16 @@ def notebook(
 @app.command("compile")
 def compile_cmd(
     optimizer: str = typer.Option("bootstrap", help="bootstrap, random-search, mipro or gepa."),
-    roles: str = typer.Option("grader,rewriter,answerer", help="Comma-separated roles, or all (judge needs labels)."),
+    roles: str = typer.Option("grader,rewriter,answerer",
+                              help="Comma-separated roles (grader, rewriter, answerer, judge), all, or agent (the "
+                                   "whole program end to end). The judge needs human labels."),
     golden: Path = typer.Option(Path("golden/python_ref.jsonl"), help="Golden set (JSONL) with train/dev/test splits."),
     labels: Optional[Path] = typer.Option(None, help="Human judge labels (default golden/judge_labels.jsonl)."),
     budget: Optional[int] = typer.Option(None, help="Cap on LM calls: splits are trimmed until the plan fits."),
+    effort: str = typer.Option("light", help="How hard to search: light or medium (MIPROv2's auto mode, GEPA's "
+                                            "iterations, random-search's candidates)."),
+    max_examples: Optional[str] = typer.Option(None, help="At most N (or TRAIN,DEV,TEST) examples per split and "
+                                                          "role; the same caps give every optimizer the same examples."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (LM calls, tokens, cost) and spend nothing."),
     out: Optional[str] = typer.Option(None, help="Artifact name (default <optimizer>-<timestamp>)."),
     index_dir: Optional[Path] = typer.Option(None, help="Index directory."),
@@ -441,17 +447,22 @@ def compile_cmd(
         rag compile --optimizer bootstrap --budget 400 --out smollm2-bootstrap
 
         rag compile --optimizer mipro --roles grader --golden my_golden.jsonl
+
+        rag compile --optimizer gepa --roles grader --max-examples 4,4,10 --budget 150
+
+        rag compile --roles agent --max-examples 4 --dry-run
     """
     import json
 
-    from optimize.compile import compile_program, parse_roles
+    from optimize.compile import compile_program, parse_max_examples, parse_roles
     from rag.lm.roles import configure_dspy
 
     settings = _settings(sets, index_dir=index_dir)
     if not dry_run:
         configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=parse_roles(roles), budget=budget,
-                             dry_run=dry_run, out=out, labels=labels, show_progress=not quiet)
+                             dry_run=dry_run, out=out, labels=labels, show_progress=not quiet, effort=effort,
+                             max_examples=parse_max_examples(max_examples))
     if result.artifact is None:  # a dry run: the plan is the answer
         typer.echo(result.plan.render())
         return
