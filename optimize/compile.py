@@ -8,9 +8,11 @@ artifact. The ``agent`` role compiles the whole program end to end; its predicto
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -227,7 +229,11 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
         before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} before")
                   for s in ("dev", "test")}
         print(f"{task.role}: compiling with {optimizer} ({effort}) on {len(task.train)} train examples", file=sys.stderr)
-        with dspy.context(lm=lm):
+        # DSPy's optimizers print their progress to stdout; stdout is for results, so it goes to stderr (or nowhere)
+        with contextlib.ExitStack() as stack:
+            chatter = sys.stderr if show_progress else stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
+            stack.enter_context(contextlib.redirect_stdout(chatter))
+            stack.enter_context(dspy.context(lm=lm))
             program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
                                     lm, reflection_lm=reflection_lm, effort=effort)
         after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} after")

@@ -204,7 +204,7 @@ JSON_REPLIES = {
 
 @pytest.mark.parametrize("optimizer", ["bootstrap", "random-search", "mipro", "gepa"])
 @pytest.mark.parametrize("role", ["grader", "answerer"])
-def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer, role):
+def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer, role, capsys):
     from dspy.adapters import JSONAdapter
 
     settings, golden, _ = setup
@@ -212,7 +212,10 @@ def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer
     lm = DummyLM(JSON_REPLIES, adapter=JSONAdapter())  # DummyLM never caches: every call is counted
     lms = {r: lm for r in ("grader", "rewriter", "answerer", "judge")}
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=[role], out=f"{optimizer}-{role}",
-                             lms=lms, show_progress=False)
+                             lms=lms, show_progress=True)
+    out, err = capsys.readouterr()
+    assert out == "", "stdout is for results: the optimizer's own progress goes to stderr"
+    assert f"compiling with {optimizer}" in err
     m = result.artifact.manifest
     assert m["optimizer"] == optimizer and m["optimizer_settings"]["effort"] == "light"
     assert 0 < m["spend"]["lm_calls"] <= result.plan.calls[role] == m["spend"]["planned_calls_upper_bound"]
