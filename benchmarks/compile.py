@@ -60,6 +60,8 @@ def main() -> None:
     ap.add_argument("--max-examples", default="4,4,10", help="N or TRAIN,DEV,TEST per role, the same for every optimizer")
     ap.add_argument("--effort", default="light", help="light or medium")
     ap.add_argument("--artifacts-dir", type=Path, help="where the runs' artifacts go (default: a scratch folder)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="any setting, as for rag --set (e.g. top_k=2: shorter prompts, faster runs)")
     ap.add_argument("--golden", type=Path, default=ROOT / "golden" / "python_ref.jsonl")
     ap.add_argument("--roles", default="grader,rewriter,answerer")
     ap.add_argument("--from-artifacts", type=Path, help="only tabulate the artifacts in this folder")
@@ -77,7 +79,9 @@ def main() -> None:
         from rag.lm.roles import configure_dspy
 
         scratch = args.artifacts_dir or Path(tempfile.mkdtemp(prefix="sieve-compile-bench-"))
-        settings = load_settings({"artifacts_dir": None if args.keep else scratch})
+        from rag.config import parse_assignments
+
+        settings = load_settings({**parse_assignments(args.set), "artifacts_dir": None if args.keep else scratch})
         configure_dspy(settings)
         manifests = []
         for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
