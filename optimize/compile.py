@@ -152,9 +152,10 @@ def _checkpoint_dir(key: dict[str, Any]) -> Path:
 def compile_program(settings: Settings, *, golden: Path, optimizer: str = "bootstrap", roles: list[str] | None = None,
                     budget: int | None = None, dry_run: bool = False, out: str | None = None,
                     labels: Path | None = None, show_progress: bool = True, effort: str = "light",
-                    max_examples: tuple[int, int, int] | None = None,
+                    max_examples: tuple[int, int, int] | None = None, fresh: bool = False,
                     lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
-    """Compile ``roles`` and save an artifact; ``lms`` overrides the configured LMs per role (tests)."""
+    """Compile ``roles`` and save an artifact; ``fresh`` ignores finished work from earlier runs (the DSPy
+    cache still answers repeated LM calls); ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
     from rag.lm.roles import lms_for_roles, resolve_specs
@@ -186,7 +187,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     for role, task in tasks.items():
         lm = lms.get(role) or lms["answerer"]  # the agent role runs each step on its own role's LM
         program, before, after, spend[role] = _compile_role(
-            task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort,
+            task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh,
             reflection_lm=lms.get("answerer"), show_progress=show_progress)
         compiled[role] = program
         scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
@@ -214,11 +215,11 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     return CompileResult(artifact=art, plan=the_plan, scores=scores)
 
 
-def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, effort: str,
+def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, effort: str, fresh: bool,
                   reflection_lm: dspy.BaseLM | None, show_progress: bool
                   ) -> tuple[dspy.Module, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Score before, optimize, score after, checkpoint to ``done``; or reuse ``done`` if it holds finished work."""
-    state = json.loads(done.read_text()) if done.is_file() else {}
+    state = json.loads(done.read_text()) if done.is_file() and not fresh else {}
     if "before" in state:  # a finished role: program, scores and what it spent come from the checkpoint
         program = task.program.deepcopy()
         program.load_state(state["program"])

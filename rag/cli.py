@@ -431,6 +431,7 @@ def compile_cmd(
     max_examples: Optional[str] = typer.Option(None, help="At most N (or TRAIN,DEV,TEST) examples per split and "
                                                           "role; the same caps give every optimizer the same examples."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (LM calls, tokens, cost) and spend nothing."),
+    fresh: bool = typer.Option(False, "--fresh", help="Redo roles an earlier run finished (cached LM calls stay free)."),
     out: Optional[str] = typer.Option(None, help="Artifact name (default <optimizer>-<timestamp>)."),
     index_dir: Optional[Path] = typer.Option(None, help="Index directory."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
@@ -462,7 +463,7 @@ def compile_cmd(
         configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=parse_roles(roles), budget=budget,
                              dry_run=dry_run, out=out, labels=labels, show_progress=not quiet, effort=effort,
-                             max_examples=parse_max_examples(max_examples))
+                             max_examples=parse_max_examples(max_examples), fresh=fresh)
     if result.artifact is None:  # a dry run: the plan is the answer
         typer.echo(result.plan.render())
         return

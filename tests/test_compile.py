@@ -236,6 +236,9 @@ def test_a_resumed_compile_still_reports_what_the_finished_roles_spent(setup):
     spent, resumed = first.artifact.manifest["spend"], again.artifact.manifest["spend"]
     assert spent["lm_calls"] > 0 and resumed["lm_calls"] == spent["lm_calls"]
     assert resumed["per_role"]["grader"]["reused"] is True and spent["per_role"]["grader"]["reused"] is False
+    redone = compile_program(settings, golden=golden, roles=["grader"], out="redone", lms=lms, show_progress=False,
+                             fresh=True).artifact.manifest["spend"]
+    assert redone["per_role"]["grader"]["reused"] is False and redone["lm_calls"] == spent["lm_calls"]
 
 
 def test_max_examples_caps_every_split_and_rejects_nonsense(setup):
