@@ -78,3 +78,12 @@ def test_few_shot_demos_give_way_before_the_question_context():
     assert fit.prompt_tokens <= 1300 and count_prompt(fit.messages, words) == fit.prompt_tokens
     assert fit.messages[-1]["content"] == final["content"]  # the question's own context is untouched
     assert all("truncated" in fit.messages[i]["content"] for i in (1, 3))
+
+
+def test_a_raw_newline_in_a_string_is_not_a_parse_failure():
+    from rag.lm.local import _json_problem
+
+    schema = {"required": ["answer"]}
+    assert _json_problem('{"answer": "line one\nline two"}', schema) is None  # json_repair (DSPy) reads it too
+    assert _json_problem('{"answer": "unclosed', schema).startswith("invalid JSON")
+    assert _json_problem('{"other": 1}', schema) == "missing required keys ['answer']"

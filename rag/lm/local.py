@@ -162,8 +162,8 @@ def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
 
 def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     """Why ``text`` is not the JSON object asked for, or None when it is."""
-    try:
-        value = json.loads(text)
+    try:  # strict=False: a raw newline inside a string is fine for DSPy's parser (json_repair) too
+        value = json.loads(text, strict=False)
     except json.JSONDecodeError as exc:
         return f"invalid JSON ({exc.msg} at char {exc.pos})"
     if not isinstance(value, dict):
