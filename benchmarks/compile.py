@@ -33,17 +33,26 @@ def _gain(before: float | None, after: float | None) -> str:
     return f"{after - before:+.3f}"
 
 
+def _tokens(spend: dict) -> str:
+    """Prompt + completion tokens the model processed (cache hits record none)."""
+    total = sum(int(u.get("prompt_tokens") or 0) + int(u.get("completion_tokens") or 0)
+                for u in (spend.get("tokens") or {}).values())
+    return f"{total:,}"
+
+
 def table(manifests: list[dict]) -> str:
-    lines = ["| optimizer | artifact | wall s | LM calls (planned <=) | role | train/dev/test | dev before -> after "
-             "| test before -> after | test gain |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| optimizer | artifact | wall s | LM calls (planned <=) | to the model | tokens to the model | role "
+             "| train/dev/test | dev before -> after | test before -> after | test gain |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m in manifests:
         spend = m.get("spend", {})
         first = True
         for role, sc in sorted((m.get("scores") or {}).items()):
             effort = (m.get("optimizer_settings") or {}).get("effort", "light")
             head = (f"| {m.get('optimizer')} ({effort}) | {m.get('name')} | {spend.get('wall_s')} | "
-                    f"{spend.get('lm_calls')} ({spend.get('planned_calls_upper_bound')}) |") if first else "| | | | |"
+                    f"{spend.get('lm_calls')} ({spend.get('planned_calls_upper_bound')}) | "
+                    f"{'n/a' if spend.get('model_calls') is None else spend['model_calls']} | {_tokens(spend)} |"
+                    ) if first else "| | | | | | |"
             size = ((m.get("golden") or {}).get("sizes") or {}).get(role) or {}
             split = "/".join(str(size.get(k, "?")) for k in ("train", "dev", "test"))
             lines.append(f"{head} {role} | {split} | {_fmt(sc.get('dev_before'))} -> {_fmt(sc.get('dev_after'))} | "

@@ -239,7 +239,8 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
                                     lm, reflection_lm=reflection_lm, effort=effort)
         after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} after")
                  for s in ("dev", "test")}
-    spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1)}
+    spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1),
+             "model_calls": sum(len(calls) for calls in usage.usage_data.values())}  # the rest came from the cache
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after, "spend": spend}))
     tmp.replace(done)  # atomic: a checkpoint is whole or absent
@@ -255,7 +256,9 @@ def _total_spend(per_role: dict[str, dict[str, Any]], planned: int) -> dict[str,
             for key, value in usage.items():
                 if isinstance(value, (int, float)):
                     mine[key] = mine.get(key, 0) + value
+    known = [s["model_calls"] for s in per_role.values() if "model_calls" in s]
     return {"lm_calls": sum(s.get("lm_calls", 0) for s in per_role.values()), "tokens": tokens,
+            "model_calls": sum(known) if len(known) == len(per_role) else None,
             "planned_calls_upper_bound": planned, "wall_s": round(sum(s.get("wall_s", 0.0) for s in per_role.values()), 1),
             "per_role": per_role}
 

@@ -50,8 +50,11 @@ def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str) ->
 
 def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, settings: Settings,
                 lms: dict[str, dspy.BaseLM] | None = None, labels_path: Path | None = None) -> dict[str, RoleTask]:
-    from rag.golden import gold_chunk_ids
+    from rag.golden import gold_chunk_ids, interleave_types
 
+    # round-robin over question types, so a split trimmed by --budget or --max-examples keeps every type
+    # (the golden file is sorted by type: its first N items are all answerable)
+    items = interleave_types(list(items))
     lms = lms or {}
     k = settings.top_k
     retriever = _Memo(retriever)  # each role searches the same questions: retrieve each once

@@ -15,6 +15,7 @@ from typing import Any
 
 from rag.config import Settings, load_settings, parse_assignments
 from rag.errors import ConfigError, InputError
+from rag.golden import interleave_types  # noqa: F401 - re-exported: rag.eval_cli.interleave_types
 
 CONFIGS_FILE = Path(__file__).parent / "configs" / "eval.toml"
 META_KEYS = ("description", "requires")
@@ -112,19 +113,6 @@ def select_items(items: list[Any], split: str) -> list[Any]:
         splits = sorted({str(it.split) for it in items})
         raise InputError(f"no golden items in split {split!r}; the file has: {', '.join(splits)} (or use --split all)")
     return interleave_types(chosen)
-
-
-def interleave_types(items: list[Any]) -> list[Any]:
-    """Round-robin over question types (file order within a type), so ``--limit N`` is a stratified sample
-    rather than the first N answerable items of a file sorted by type."""
-    by_type: dict[str, list[Any]] = {}
-    for it in items:
-        by_type.setdefault(it.type, []).append(it)
-    queues = list(by_type.values())
-    out: list[Any] = []
-    for i in range(max((len(q) for q in queues), default=0)):
-        out.extend(q[i] for q in queues if i < len(q))
-    return out
 
 
 def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,

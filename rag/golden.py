@@ -119,6 +119,19 @@ def _load_with_datasets(file: Path) -> list[dict[str, Any]]:
 _WS = re.compile(r"\s+")
 
 
+def interleave_types(items: list[Any]) -> list[Any]:
+    """Round-robin over question types (file order within a type), so ``--limit N`` is a stratified sample
+    rather than the first N answerable items of a file sorted by type."""
+    by_type: dict[str, list[Any]] = {}
+    for it in items:
+        by_type.setdefault(it.type, []).append(it)
+    queues = list(by_type.values())
+    out: list[Any] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
+
+
 def collapse(text: str) -> str:
     """Runs of whitespace -> one space (how evidence strings are compared with chunk text)."""
     return _WS.sub(" ", text).strip()

@@ -219,6 +219,7 @@ def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer
     m = result.artifact.manifest
     assert m["optimizer"] == optimizer and m["optimizer_settings"]["effort"] == "light"
     assert 0 < m["spend"]["lm_calls"] <= result.plan.calls[role] == m["spend"]["planned_calls_upper_bound"]
+    assert m["spend"]["model_calls"] == m["spend"]["lm_calls"]  # none of them from the cache
     assert {"dev_before", "dev_after", "test_before", "test_after"} <= set(m["scores"][role])
     attr = {"grader": "grade", "answerer": "respond"}[role]
     instructions = json.loads(result.artifact.program_path.read_text())[attr]["signature"]["instructions"]
@@ -280,3 +281,18 @@ def test_gepa_feedback_says_what_the_grader_got_wrong():
     gold = dspy.Example(relevant=True, relevant_chunk_ids=["b#1"], shown_ids=["a#1", "b#1"])
     out = metric(gold, dspy.Prediction(relevant=False, relevant_chunk_ids=[], reason=""))
     assert "['b#1'] answer the question" in out.feedback
+
+
+def test_capped_splits_keep_every_question_type(setup):
+    """The golden file is sorted by type; a cap must not leave only answerable items in a split."""
+    from optimize.compile import plan
+    from optimize.tasks import build_tasks
+    from rag.golden import load_golden
+    from rag.retrieve import Retriever
+
+    settings, golden, _ = setup
+    tasks = build_tasks(["grader", "agent"], load_golden(golden), Retriever.from_settings(settings), settings)
+    plan(tasks, "bootstrap", budget=None, max_examples=(2, 2, 2))
+    for role in ("grader", "agent"):
+        ids = {split: sorted(ex.item_id for ex in getattr(tasks[role], split)) for split in ("train", "dev", "test")}
+        assert ids == {"train": ["a1", "u1"], "dev": ["a3", "u2"], "test": ["a4", "u3"]}, role
