@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from rag.config import Settings, load_settings, parse_assignments
 from rag.errors import ConfigError, InputError
-from rag.golden import interleave_types  # noqa: F401 - re-exported: rag.eval_cli.interleave_types
+from rag.golden import interleave_types
 
 CONFIGS_FILE = Path(__file__).parent / "configs" / "eval.toml"
 META_KEYS = ("description", "requires")
@@ -129,8 +130,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
             print(f"{name:<14} {table.get('description', '')}\n{'':<14} {settings}")
         return 0
     from rag.evaluate import run_eval
-    from rag.runs import default_run_dir, golden_hash
     from rag.golden import load_golden
+    from rag.runs import default_run_dir, golden_hash
 
     settings, skipped = resolve_config(config, set_pairs, index_dir)
     if skipped:
