@@ -178,7 +178,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "models": models, "budget": budget,
-                            "effort": effort, "max_examples": max_examples, "sizes": the_plan.sizes,
+                            "effort": effort, "max_examples": max_examples, "examples": _example_ids(tasks),
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
     ckpt.mkdir(parents=True, exist_ok=True)
     scores: dict[str, dict[str, float | None]] = {}
@@ -245,6 +245,12 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
     tmp.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after, "spend": spend}))
     tmp.replace(done)  # atomic: a checkpoint is whole or absent
     return program, before, after, {**spend, "reused": False}
+
+
+def _example_ids(tasks: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:
+    """Which examples each role's splits hold: finished work is reused only for exactly these."""
+    return {role: {split: [ex.get("item_id") for ex in getattr(t, split)] for split in ("train", "dev", "test")}
+            for role, t in tasks.items()}
 
 
 def _total_spend(per_role: dict[str, dict[str, Any]], planned: int) -> dict[str, Any]:

@@ -296,3 +296,18 @@ def test_capped_splits_keep_every_question_type(setup):
     for role in ("grader", "agent"):
         ids = {split: sorted(ex.item_id for ex in getattr(tasks[role], split)) for split in ("train", "dev", "test")}
         assert ids == {"train": ["a1", "u1"], "dev": ["a3", "u2"], "test": ["a4", "u3"]}, role
+
+
+def test_finished_work_is_reused_only_for_the_same_examples(setup, capsys, monkeypatch):
+    """Same golden file, same split sizes, other examples (as when the stratification changes): no reuse."""
+    import rag.golden
+
+    settings, golden, lms = setup
+    kw = dict(golden=golden, roles=["grader"], lms=lms, show_progress=False, max_examples=(1, 1, 1))
+    compile_program(settings, out="one", **kw)
+    capsys.readouterr()
+    monkeypatch.setattr(rag.golden, "interleave_types", lambda items: list(reversed(items)))
+    compile_program(settings, out="two", **kw)
+    assert "reusing finished work" not in capsys.readouterr().err
+    compile_program(settings, out="three", **kw)
+    assert "reusing finished work" in capsys.readouterr().err
