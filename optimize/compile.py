@@ -177,8 +177,10 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
 
     models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
-    ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "models": models, "budget": budget,
-                            "effort": effort, "max_examples": max_examples, "examples": _example_ids(tasks),
+    run_settings = {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")}
+    # finished work is reused only for the same examples, retrieval settings (they shape each prompt), models
+    ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "effort": effort, "models": models,
+                            "examples": _example_ids(tasks), "settings": run_settings,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
     ckpt.mkdir(parents=True, exist_ok=True)
     scores: dict[str, dict[str, float | None]] = {}
@@ -209,7 +211,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,
         "spend": _total_spend(spend, planned=sum(the_plan.calls.values())),
-        "settings": {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")},
+        "settings": run_settings,
     }
     art = artifacts.save(agent, Path(settings.artifacts_dir) / name, manifest, judge=judge)
     return CompileResult(artifact=art, plan=the_plan, scores=scores)

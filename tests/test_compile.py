@@ -311,3 +311,7 @@ def test_finished_work_is_reused_only_for_the_same_examples(setup, capsys, monke
     assert "reusing finished work" not in capsys.readouterr().err
     compile_program(settings, out="three", **kw)
     assert "reusing finished work" in capsys.readouterr().err
+    from dataclasses import replace
+
+    compile_program(replace(settings, top_k=2), out="four", **kw)  # other prompts for the same examples
+    assert "reusing finished work" not in capsys.readouterr().err
