@@ -158,7 +158,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     cache still answers repeated LM calls); ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
-    from rag.lm.roles import lms_for_roles, resolve_specs
+    from rag.lm.roles import build_lm, lms_for_roles, resolve_specs
     from rag.retrieve import Retriever
 
     roles = roles or ["grader", "rewriter", "answerer"]
@@ -168,6 +168,8 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     retriever = Retriever.from_settings(settings)
     if lms is None:
         lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
+        if settings.proposer_model and not dry_run:
+            lms["proposer"] = build_lm(settings.proposer_model, settings)
     tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels)
     the_plan = plan(tasks, optimizer, budget, effort, max_examples)
     if dry_run:
@@ -179,7 +181,9 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
     run_settings = {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")}
     # finished work is reused only for the same examples, retrieval settings (they shape each prompt), models
+    proposer = settings.proposer_model or models.get("answerer")
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "effort": effort, "models": models,
+                            "proposer": proposer,
                             "examples": _example_ids(tasks), "settings": run_settings,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -190,7 +194,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
         lm = lms.get(role) or lms["answerer"]  # the agent role runs each step on its own role's LM
         program, before, after, spend[role] = _compile_role(
             task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh,
-            reflection_lm=lms.get("answerer"), show_progress=show_progress)
+            proposer_lm=lms.get("proposer") or lms.get("answerer"), show_progress=show_progress)
         compiled[role] = program
         scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
                         "test_before": before["test"], "test_after": after["test"]}
@@ -207,7 +211,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
         "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
         "optimizer_settings": {"max_demos": 2, "budget": budget, "effort": effort, "max_examples": max_examples,
-                               "roles": list(tasks)},
+                               "roles": list(tasks), "proposer": proposer},
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,
         "spend": _total_spend(spend, planned=sum(the_plan.calls.values())),
@@ -218,7 +222,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
 
 
 def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, effort: str, fresh: bool,
-                  reflection_lm: dspy.BaseLM | None, show_progress: bool
+                  proposer_lm: dspy.BaseLM | None, show_progress: bool
                   ) -> tuple[dspy.Module, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Score before, optimize, score after, checkpoint to ``done``; or reuse ``done`` if it holds finished work."""
     state = json.loads(done.read_text()) if done.is_file() and not fresh else {}
@@ -238,7 +242,7 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
             stack.enter_context(contextlib.redirect_stdout(chatter))
             stack.enter_context(dspy.context(lm=lm))
             program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
-                                    lm, reflection_lm=reflection_lm, effort=effort)
+                                    lm, proposer_lm=proposer_lm, effort=effort)
         after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} after")
                  for s in ("dev", "test")}
     spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1),

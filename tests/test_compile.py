@@ -315,3 +315,24 @@ def test_finished_work_is_reused_only_for_the_same_examples(setup, capsys, monke
 
     compile_program(replace(settings, top_k=2), out="four", **kw)  # other prompts for the same examples
     assert "reusing finished work" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("optimizer", ["mipro", "gepa"])
+def test_a_separate_proposer_writes_the_new_instructions(setup, optimizer):
+    from dspy.adapters import JSONAdapter
+
+    settings, golden, _ = setup
+    dspy.configure(adapter=JSONAdapter())
+    task_lm = DummyLM(JSON_REPLIES, adapter=JSONAdapter())
+    proposer = DummyLM(JSON_REPLIES, adapter=JSONAdapter())
+    lms = {**{r: task_lm for r in ("grader", "rewriter", "answerer", "judge")}, "proposer": proposer}
+    compile_program(settings, golden=golden, optimizer=optimizer, roles=["grader"], lms=lms, show_progress=False)
+
+    def asked(lm, field):
+        return sum(f"`{field}`" in str(entry["messages"]) for entry in lm.history)
+
+    # MIPROv2 asks a copy of its proposer for each instruction (to bypass the cache), so the proposer's own history
+    # shows the dataset observations it asks for first; GEPA asks the proposer itself
+    field, first = ("proposed_instruction", "observations") if optimizer == "mipro" else ("new_instruction",) * 2
+    assert asked(proposer, first) > 0 and asked(task_lm, field) == 0 and asked(task_lm, first) == 0
+    assert asked(task_lm, "relevant_chunk_ids") > 0 and asked(proposer, "relevant_chunk_ids") == 0
