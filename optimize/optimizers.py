@@ -111,18 +111,21 @@ def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train
     ``proposer_lm`` (default ``lm``) writes the new instructions of MIPROv2 and GEPA."""
     proposer_lm = proposer_lm or lm
     s = search(effort)
+    # a labelled demo is a raw golden example; for the whole agent it has none of a step's fields (no context,
+    # no verdict), so end to end only bootstrapped traces, which carry every step's inputs and outputs, are demos
+    labeled = 0 if role == "agent" else MAX_DEMOS
     if name == "bootstrap":
-        opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS,
+        opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=labeled,
                                     max_rounds=1)
         return opt.compile(program, trainset=train)
     if name == "random-search":
         opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=MAX_DEMOS,
-                                                    max_labeled_demos=MAX_DEMOS, num_candidate_programs=s.random_candidates,
+                                                    max_labeled_demos=labeled, num_candidate_programs=s.random_candidates,
                                                     num_threads=1)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "mipro":
         opt = dspy.MIPROv2(metric=metric, prompt_model=proposer_lm, task_model=lm, auto=effort, num_threads=1,
-                           max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=MAX_DEMOS, seed=seed, verbose=False)
+                           max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=labeled, seed=seed, verbose=False)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "gepa":
         opt = dspy.GEPA(metric=with_feedback(role, metric), max_metric_calls=gepa_metric_calls(len(train), len(dev), effort),

@@ -263,6 +263,7 @@ def test_the_whole_agent_compiles_end_to_end(setup):
     assert m["scores"]["agent"]["test_before"] == 0.5 and m["golden"]["sizes"]["agent"]["test"] == 2
     state = json.loads(result.artifact.program_path.read_text())
     assert state["grade"]["demos"] and state["respond"]["demos"], "demos bootstrapped from whole-agent traces"
+    assert all("context" in d for d in state["grade"]["demos"] + state["respond"]["demos"]), "no raw golden rows"
     from rag.retrieve import Retriever
 
     agent = Sieve(Retriever.from_settings(settings), top_k=3)
