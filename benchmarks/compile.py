@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--roles", default="grader,rewriter,answerer")
     ap.add_argument("--from-artifacts", type=Path, help="only tabulate the artifacts in this folder")
     ap.add_argument("--keep", action="store_true", help="write artifacts into the project's artifacts/")
+    ap.add_argument("--fresh", action="store_true", help="ignore finished work from earlier runs (rag compile --fresh)")
     ap.add_argument("--repeat", action="store_true",
                     help="then compile the first optimizer again, ignoring checkpoints: what the DSPy cache saves")
     ap.add_argument("--out", type=Path, help="also write the table (Markdown) here")
@@ -116,7 +117,7 @@ def main() -> None:
             print(f"== {name}", file=sys.stderr)
             result = compile_program(settings, golden=args.golden, optimizer=name, roles=parse_roles(args.roles),
                                      budget=args.budget, out=f"bench-{name}-{tag}", effort=args.effort,
-                                     max_examples=parse_max_examples(args.max_examples))
+                                     max_examples=parse_max_examples(args.max_examples), fresh=args.fresh)
             arts.append(result.artifact)
         if args.repeat:
             name = args.optimizers.split(",")[0].strip()
