@@ -190,7 +190,7 @@ def models_cmd(
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, e.g. --set judge_model=embedded"),
     check: bool = typer.Option(True, "--check/--no-check", help="Check that each model is usable (loads the embedded model)."),
 ) -> None:
-    """Show which model plays each role (grader, rewriter, answerer, judge) and whether it is usable.
+    """Show which model plays each role (grader, rewriter, answerer, judge; proposer for rag compile) and whether it is usable.
 
     Precedence: --set > SIEVE_<ROLE>_MODEL > config file > default (embedded; Groq when GROQ_API_KEY is set).
 
@@ -198,6 +198,7 @@ def models_cmd(
       rag models
       rag models --set answerer_model=groq/openai/gpt-oss-120b
       SIEVE_JUDGE_MODEL=gguf:/models/other.gguf rag models --no-check
+      rag models --set proposer_model=groq/llama-3.3-70b-versatile --no-check
     """
     from rag.config import parse_assignments
     from rag.lm.check import check_spec
@@ -205,12 +206,16 @@ def models_cmd(
 
     settings = load_settings(parse_assignments(set_))
     specs = resolve_specs(settings)
+    if settings.proposer_model:  # rag compile only: writes MIPROv2's and GEPA's instructions
+        specs = {**specs, "proposer": settings.proposer_model}
     failed = False
     width = max(len(spec) for spec in specs.values())
     for role, spec in specs.items():
         ok, detail = check_spec(spec, settings) if check else (True, "not checked")
         failed |= not ok
         typer.echo(f"{role:<9} {spec:<{width}}  {'ok' if ok else 'UNUSABLE'}: {detail}")
+    if not settings.proposer_model:
+        typer.echo("proposer  (the answerer's model; rag compile --optimizer mipro|gepa; set proposer_model)")
     if failed:
         raise SieveError("some role models are not usable (see above); fix them or pick others with --set <role>_model=...")
 

@@ -56,8 +56,12 @@ def test_rag_models_and_usage_commands(no_key, tmp_path):
     result = runner.invoke(app, ["models"])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
-    assert [line.split()[0] for line in lines] == ["grader", "rewriter", "answerer", "judge"]
-    assert all("embedded" in line and "ok: SmolLM2-135M-Instruct.Q4_1.gguf loaded" in line for line in lines)
+    assert [line.split()[0] for line in lines] == ["grader", "rewriter", "answerer", "judge", "proposer"]
+    assert all("embedded" in line and "ok: SmolLM2-135M-Instruct.Q4_1.gguf loaded" in line for line in lines[:4])
+    assert "the answerer's model" in lines[4]
+
+    result = runner.invoke(app, ["models", "--no-check", "--set", "proposer_model=groq/llama-3.3-70b-versatile"])
+    assert result.exit_code == 0 and "proposer  groq/llama-3.3-70b-versatile" in result.output
 
     result = runner.invoke(app, ["models", "--set", "judge_model=groq/qwen/qwen3-32b"])
     assert result.exit_code != 0 and "UNUSABLE: GROQ_API_KEY is not set" in result.output
