@@ -108,11 +108,16 @@ def agent_example(item: Any, gold: set[str]) -> dspy.Example:
                         reference_answer=item.reference_answer, item_id=item.id).with_inputs("question")
 
 
+def label_item_id(label: dict[str, Any]) -> str | None:
+    """The golden item a human label is about: ``id`` as ``rag calibrate`` writes it (``item_id`` also read)."""
+    return label.get("id") or label.get("item_id")
+
+
 def judge_example(label: dict[str, Any]) -> dspy.Example:
     return dspy.Example(question=label["question"], reference_answer=label["reference_answer"],
                         candidate_answer=label["answer"], context=label.get("context", ""),
                         correct=bool(label["correct"]), faithful=bool(label["faithful"]),
-                        reason=label.get("note", ""), item_id=label.get("item_id")
+                        reason=label.get("note", ""), item_id=label_item_id(label)
                         ).with_inputs("question", "reference_answer", "candidate_answer", "context")
 
 

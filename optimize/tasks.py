@@ -25,6 +25,7 @@ from optimize.roles import (
     grader_metric,
     judge_example,
     judge_metric,
+    label_item_id,
     make_agent_metric,
     make_answerer_metric,
     make_rewriter_metric,
@@ -37,14 +38,16 @@ SPLITS = ("train", "dev", "test")
 DEFAULT_LABELS = Path("golden/judge_labels.jsonl")
 
 
-def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str) -> dict[str, list[dspy.Example]]:
+def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str,
+              missing: str | None = None) -> dict[str, list[dspy.Example]]:
+    """Examples per split; ``missing`` (with ``{split}``) is the error when a split is empty."""
     out: dict[str, list[dspy.Example]] = {s: [] for s in SPLITS}
     for split, ex in examples:
         out[split if split in out else "train"].append(ex)
     for split in SPLITS:
         if not out[split]:
-            raise InputError(f"the golden set has no '{split}' examples for the {role}; "
-                             f"add items with \"split\": \"{split}\" (about 40/20/40 train/dev/test)")
+            raise InputError((missing or "the golden set has no '{split}' examples for the " + role + "; add items "
+                              "with \"split\": \"{split}\" (about 40/20/40 train/dev/test)").format(split=split))
     return out
 
 
@@ -100,7 +103,10 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
             raise InputError(f"{path}: no judge labels; make them with: rag calibrate --run RUN_DIR")
         split_of = {i.id: i.split for i in items}
         labels = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-        splits = _by_split([(split_of.get(lab.get("item_id")), judge_example(lab)) for lab in labels], "judge")
+        # a label takes the split of the question it is about, so the judge is never tested on what it learnt from
+        splits = _by_split([(split_of.get(label_item_id(lab)), judge_example(lab)) for lab in labels], "judge",
+                           missing=f"{path}: no human labels for '{{split}}'-split questions; label some: "
+                                   f"rag eval --config full --split {{split}} --limit 12, then rag calibrate --run RUN_DIR")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
 
     if "agent" in roles:

@@ -337,3 +337,30 @@ def test_a_separate_proposer_writes_the_new_instructions(setup, optimizer):
     field, first = ("proposed_instruction", "observations") if optimizer == "mipro" else ("new_instruction",) * 2
     assert asked(proposer, first) > 0 and asked(task_lm, field) == 0 and asked(task_lm, first) == 0
     assert asked(task_lm, "relevant_chunk_ids") > 0 and asked(proposer, "relevant_chunk_ids") == 0
+
+
+def test_the_judge_compiles_against_human_labels_as_rag_calibrate_writes_them(setup, tmp_path):
+    settings, golden, lms = setup
+    labels = tmp_path / "labels.jsonl"
+    rows = [{"id": i, "question": q, "reference_answer": r, "answer": r if t == "answerable" else "Not covered.",
+             "correct": t == "answerable", "faithful": True, "note": "", "run": "full", "labeller": "human"}
+            for i, t, q, r, _, _ in ITEMS]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = compile_program(settings, golden=golden, roles=["judge"], labels=labels, lms=lms, show_progress=False)
+    assert result.artifact.manifest["golden"]["sizes"]["judge"] == {"train": 3, "dev": 2, "test": 2}
+    # the scripted judge says correct and faithful to everything: right on a4, wrong on u3's "correct"
+    assert result.scores["judge"]["test_before"] == 0.75
+    assert result.artifact.judge_path is not None and result.artifact.judge_path.is_file()
+
+
+def test_judge_labels_without_a_split_say_how_to_label_one(tiny_retriever):
+    """The committed labels come from dev and test runs: compiling the judge needs train-split labels first."""
+    from optimize.tasks import build_tasks
+    from rag.config import PROJECT_ROOT, Settings
+    from rag.golden import load_golden
+
+    items = load_golden(PROJECT_ROOT / "golden" / "python_ref.jsonl")
+    with pytest.raises(InputError, match=r"judge_labels.jsonl: no human labels for 'train'-split questions; "
+                                         r"label some: rag eval --config full --split train"):
+        build_tasks(["judge"], items, tiny_retriever, Settings(top_k=3),
+                    labels_path=PROJECT_ROOT / "golden" / "judge_labels.jsonl")
