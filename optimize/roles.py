@@ -113,8 +113,9 @@ def label_item_id(label: dict[str, Any]) -> str | None:
     return label.get("id") or label.get("item_id")
 
 
-def judge_example(label: dict[str, Any]) -> dspy.Example:
-    return dspy.Example(question=label["question"], reference_answer=label["reference_answer"],
+def judge_example(label: dict[str, Any], reference_answer: str = "") -> dspy.Example:
+    """``reference_answer``: the golden item's, for labels made interactively (they do not copy it)."""
+    return dspy.Example(question=label["question"], reference_answer=label.get("reference_answer") or reference_answer,
                         candidate_answer=label["answer"], context=label.get("context", ""),
                         correct=bool(label["correct"]), faithful=bool(label["faithful"]),
                         reason=label.get("note", ""), item_id=label_item_id(label)

@@ -104,7 +104,9 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         split_of = {i.id: i.split for i in items}
         labels = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
         # a label takes the split of the question it is about, so the judge is never tested on what it learnt from
-        splits = _by_split([(split_of.get(label_item_id(lab)), judge_example(lab)) for lab in labels], "judge",
+        reference = {i.id: i.reference_answer for i in items}
+        splits = _by_split([(split_of.get(label_item_id(lab)),
+                             judge_example(lab, reference.get(label_item_id(lab), ""))) for lab in labels], "judge",
                            missing=f"{path}: no human labels for '{{split}}'-split questions; label some: "
                                    f"rag eval --config full --split {{split}} --limit 12, then rag calibrate --run RUN_DIR")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)

@@ -353,14 +353,28 @@ def test_the_judge_compiles_against_human_labels_as_rag_calibrate_writes_them(se
     assert result.artifact.judge_path is not None and result.artifact.judge_path.is_file()
 
 
-def test_judge_labels_without_a_split_say_how_to_label_one(tiny_retriever):
-    """The committed labels come from dev and test runs: compiling the judge needs train-split labels first."""
+def test_judge_labels_without_a_split_say_how_to_label_one(tiny_retriever, tmp_path):
     from optimize.tasks import build_tasks
     from rag.config import PROJECT_ROOT, Settings
     from rag.golden import load_golden
 
     items = load_golden(PROJECT_ROOT / "golden" / "python_ref.jsonl")
-    with pytest.raises(InputError, match=r"judge_labels.jsonl: no human labels for 'train'-split questions; "
+    committed = PROJECT_ROOT / "golden" / "judge_labels.jsonl"
+    task = build_tasks(["judge"], items, tiny_retriever, Settings(top_k=3), labels_path=committed)["judge"]
+    assert min(len(task.train), len(task.dev), len(task.test)) > 0, "the committed labels cover every split"
+
+    split = {i.id: i.split for i in items}
+    no_train = tmp_path / "labels.jsonl"
+    no_train.write_text("".join(line + "\n" for line in committed.read_text().splitlines()
+                                if split[json.loads(line)["id"]] != "train"))
+    with pytest.raises(InputError, match=r"labels.jsonl: no human labels for 'train'-split questions; "
                                          r"label some: rag eval --config full --split train"):
-        build_tasks(["judge"], items, tiny_retriever, Settings(top_k=3),
-                    labels_path=PROJECT_ROOT / "golden" / "judge_labels.jsonl")
+        build_tasks(["judge"], items, tiny_retriever, Settings(top_k=3), labels_path=no_train)
+
+
+def test_a_label_without_its_reference_answer_takes_the_golden_one():
+    from optimize.roles import judge_example
+
+    label = {"id": "a1", "question": "q?", "answer": "x", "correct": False, "faithful": True}
+    assert judge_example(label, "the golden reference").reference_answer == "the golden reference"
+    assert judge_example({**label, "reference_answer": "its own"}, "golden").reference_answer == "its own"
