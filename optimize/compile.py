@@ -99,7 +99,8 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None, effort: str 
 
     def bound(t: Any) -> int:
         scoring = 2 * (len(t.dev) + len(t.test)) * t.calls_per_example  # before and after
-        return calls_upper_bound(optimizer, len(t.train), len(t.dev), t.calls_per_example, effort) + scoring
+        return calls_upper_bound(optimizer, len(t.train), len(t.dev), t.calls_per_example, effort,
+                                 predictors=len(t.program.predictors())) + scoring
 
     if budget is not None:
         for _ in range(10_000):  # bounded: each pass removes one example

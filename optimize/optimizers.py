@@ -44,9 +44,9 @@ def search(effort: str) -> Search:
     return SEARCH[effort]
 
 
-def _mipro_trials(n: int) -> int:
-    # MIPROv2's own rule for one predictor with demos: max(2 * 2 * log2(N), 1.5 * N)
-    return int(max(4 * math.log2(n), 1.5 * n))
+def _mipro_trials(n: int, predictors: int) -> int:
+    # MIPROv2's own rule with demos: max(2 * (2 * predictors) * log2(N), 1.5 * N)
+    return int(max(4 * predictors * math.log2(n), 1.5 * n))
 
 
 def gepa_metric_calls(n_train: int, n_dev: int, effort: str = "light") -> int:
@@ -54,8 +54,10 @@ def gepa_metric_calls(n_train: int, n_dev: int, effort: str = "light") -> int:
     return n_dev + search(effort).gepa_iterations * 2 * min(GEPA_MINIBATCH, max(n_train, 1))
 
 
-def calls_upper_bound(name: str, n_train: int, n_dev: int, calls_per_example: int, effort: str = "light") -> int:
-    """An upper bound on the LM calls an optimizer makes (the dry run prints it; --budget trims to it)."""
+def calls_upper_bound(name: str, n_train: int, n_dev: int, calls_per_example: int, effort: str = "light",
+                      predictors: int = 1) -> int:
+    """An upper bound on the LM calls an optimizer makes (the dry run prints it; --budget trims to it).
+    ``predictors``: how many predictors the program has (3 for the whole agent)."""
     per, s = calls_per_example, search(effort)
     if name == "bootstrap":
         return n_train * per
@@ -63,10 +65,11 @@ def calls_upper_bound(name: str, n_train: int, n_dev: int, calls_per_example: in
         return n_train * per * (s.random_candidates + 1) + n_dev * per * (s.random_candidates + 3)
     if name == "mipro":
         n = s.mipro_candidates
-        # data summary (a call per 10 examples, one to sum up); per instruction: program, module, instruction
-        proposals = math.ceil(n_train / 10) + 1 + 3 * (n // 2)
+        # data summary (a call per 10 examples, one to sum up); per predictor and instruction: program
+        # description, module description, instruction
+        proposals = math.ceil(n_train / 10) + 1 + 3 * predictors * (n // 2)
         # demo sets (3 fixed ones cost nothing or one pass), trials on the full dev set, plus the default program
-        return n_train * per * (n - 2) + proposals + (_mipro_trials(n) + 1) * n_dev * per
+        return n_train * per * (n - 2) + proposals + (_mipro_trials(n, predictors) + 1) * n_dev * per
     if name == "gepa":  # GEPA may finish the iteration that crosses its cap: one more minibatch pair and dev pass
         metric_calls = gepa_metric_calls(n_train, n_dev, effort)
         overshoot = 2 * GEPA_MINIBATCH + n_dev

@@ -202,8 +202,8 @@ JSON_REPLIES = {
 }
 
 
-@pytest.mark.parametrize("optimizer", ["bootstrap", "random-search", "mipro", "gepa"])
-@pytest.mark.parametrize("role", ["grader", "answerer"])
+@pytest.mark.parametrize(("optimizer", "role"), [*((o, r) for o in ("bootstrap", "random-search", "mipro", "gepa")
+                                                      for r in ("grader", "answerer")), ("mipro", "agent")])
 def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer, role, capsys):
     from dspy.adapters import JSONAdapter
 
@@ -221,7 +221,7 @@ def test_every_optimizer_compiles_within_its_planned_call_bound(setup, optimizer
     assert 0 < m["spend"]["lm_calls"] <= result.plan.calls[role] == m["spend"]["planned_calls_upper_bound"]
     assert m["spend"]["model_calls"] == m["spend"]["lm_calls"]  # none of them from the cache
     assert {"dev_before", "dev_after", "test_before", "test_after"} <= set(m["scores"][role])
-    attr = {"grader": "grade", "answerer": "respond"}[role]
+    attr = {"grader": "grade", "answerer": "respond", "agent": "respond"}[role]
     instructions = json.loads(result.artifact.program_path.read_text())[attr]["signature"]["instructions"]
     if optimizer == "mipro":  # one of its candidates: the signature's own or a proposed one
         assert instructions.startswith(("Decide from the passages alone", "Judge whether", "Answer the question"))
