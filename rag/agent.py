@@ -9,6 +9,7 @@ With ``use_reflection=False`` it is the baseline: retrieve, then answer from wha
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from rag.trace import Step, Trace
 from signatures import Answerer, Grader, Rewriter
 
 REFUSAL = "I couldn't find this in the knowledge base."
+_PLACEHOLDER = re.compile(r"\{\w+\}")  # a small model may echo the prompt's "{query}" instead of writing one
 MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts, and the trace says so
 
 
@@ -87,8 +89,9 @@ class Sieve(dspy.Module):
         pred, stats = self._call("rewriter", self.rewrite, question=question, tried_queries=tried, grader_reason=reason)
         _record(step, stats)
         new = " ".join(str(pred.query or "").split())
-        if not new or new in tried:
-            step.notes.append("rewriter repeated a tried query; appending the grader's reason")
+        if not new or new in tried or _PLACEHOLDER.fullmatch(new):
+            what = "echoed a template placeholder" if new and _PLACEHOLDER.fullmatch(new) else "repeated a tried query"
+            step.notes.append(f"rewriter {what}; appending the grader's reason")
             new = f"{question} {reason}".strip()
         step.rewrite = new[:MAX_QUESTION_CHARS]
         return step.rewrite

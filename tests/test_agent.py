@@ -58,6 +58,20 @@ def test_rewrites_exactly_once_then_answers(retriever):
     assert pred.trace.totals["rewrites"] == 1 and pred.citations == ["len#001"]
 
 
+@pytest.mark.parametrize("echo", ["{query}", "{question}"])
+def test_a_rewrite_that_echoes_a_template_placeholder_is_not_searched(retriever, echo):
+    """The embedded model answers the rewriter with "{query}" (benchmarks/results/rewriter_probe.md)."""
+    pred = run(retriever, [
+        {"reason": "nothing about len", "relevant": False, "relevant_chunk_ids": []},
+        {"query": echo},
+        {"reason": "len#001 answers it", "relevant": True, "relevant_chunk_ids": ["len#001"]},
+        {"answer": "Define __len__ [len#001].", "cited_ids": ["len#001"]},
+    ], question="how do I make my object work with that size function?")
+    rewrite, second = pred.trace.of("rewrite")[0], pred.trace.of("retrieve")[1]
+    assert second.query == "how do I make my object work with that size function? nothing about len"
+    assert rewrite.rewrite == second.query and "echoed a template placeholder" in " ".join(rewrite.notes)
+
+
 @pytest.mark.parametrize("max_rewrites", [0, 1, 2])
 def test_refuses_after_exactly_max_rewrites(retriever, max_rewrites):
     no = {"reason": "not covered", "relevant": False, "relevant_chunk_ids": []}
