@@ -100,33 +100,28 @@ def main() -> None:
     args = ap.parse_args()
 
     from rag import artifacts
-    from rag.config import load_settings
 
     if args.from_artifacts:
         arts = artifacts.list_artifacts(args.from_artifacts)
     else:
         from optimize.compile import compile_program, parse_max_examples, parse_roles
+        from rag.config import load_settings, parse_assignments
         from rag.lm.roles import configure_dspy
 
         scratch = args.artifacts_dir or Path(tempfile.mkdtemp(prefix="sieve-compile-bench-"))
-        from rag.config import parse_assignments
-
         settings = load_settings({**parse_assignments(args.set), "artifacts_dir": None if args.keep else scratch})
         configure_dspy(settings)
+        roles, tag = parse_roles(args.roles), "+".join(parse_roles(args.roles))
+        names = [o.strip() for o in args.optimizers.split(",") if o.strip()]
+        # (optimizer, artifact name, ignore checkpoints): each optimizer, then with --repeat the first one again
+        runs = [(n, f"bench-{n}-{tag}", args.fresh) for n in names]
+        runs += [(names[0], f"bench-{names[0]}-{tag}-repeat", True)] if args.repeat else []
         arts = []
-        tag = "+".join(parse_roles(args.roles))
-        for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
-            print(f"== {name}", file=sys.stderr)
-            result = compile_program(settings, golden=args.golden, optimizer=name, roles=parse_roles(args.roles),
-                                     budget=args.budget, out=f"bench-{name}-{tag}", effort=args.effort,
-                                     max_examples=parse_max_examples(args.max_examples), fresh=args.fresh)
-            arts.append(result.artifact)
-        if args.repeat:
-            name = args.optimizers.split(",")[0].strip()
-            print(f"== {name} again (checkpoints ignored, DSPy cache on)", file=sys.stderr)
-            result = compile_program(settings, golden=args.golden, optimizer=name, roles=parse_roles(args.roles),
-                                     budget=args.budget, out=f"bench-{name}-{tag}-repeat", effort=args.effort,
-                                     max_examples=parse_max_examples(args.max_examples), fresh=True)
+        for name, out, fresh in runs:
+            print(f"== {out}" + (" (checkpoints ignored, DSPy cache on)" if fresh else ""), file=sys.stderr)
+            result = compile_program(settings, golden=args.golden, optimizer=name, roles=roles, budget=args.budget,
+                                     out=out, effort=args.effort, max_examples=parse_max_examples(args.max_examples),
+                                     fresh=fresh)
             arts.append(result.artifact)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     repeat = any(a.name.endswith("-repeat") for a in arts)

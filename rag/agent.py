@@ -89,8 +89,9 @@ class Sieve(dspy.Module):
         pred, stats = self._call("rewriter", self.rewrite, question=question, tried_queries=tried, grader_reason=reason)
         _record(step, stats)
         new = " ".join(str(pred.query or "").split())
-        if not new or new in tried or _PLACEHOLDER.fullmatch(new):
-            what = "echoed a template placeholder" if new and _PLACEHOLDER.fullmatch(new) else "repeated a tried query"
+        echoed = bool(_PLACEHOLDER.fullmatch(new))
+        if not new or new in tried or echoed:
+            what = "echoed a template placeholder" if echoed else "repeated a tried query"
             step.notes.append(f"rewriter {what}; appending the grader's reason")
             new = f"{question} {reason}".strip()
         step.rewrite = new[:MAX_QUESTION_CHARS]
