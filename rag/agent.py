@@ -129,6 +129,7 @@ class Sieve(dspy.Module):
 def _record(step: Step, stats: CallStats) -> None:
     step.latency_ms, step.tokens_in, step.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
     step.cost, step.model, step.cached = stats.cost, stats.model, stats.cached
+    step.notes.extend(stats.notes)
 
 
 def _source(hit: Any) -> dict[str, Any]:

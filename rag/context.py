@@ -44,13 +44,15 @@ def extract_citations(answer: str, cited: Iterable[str] | None = None) -> list[s
 
 
 def resolve(ref: str, shown: Sequence[str]) -> str | None:
-    """A shown id for a reference: the id itself, or a 1-based passage number (small models often cite [2])."""
+    """A shown id for a reference: the id itself, a 1-based passage number (small models often cite [2]), or
+    a copied passage header such as ``[2] [naming#004] Naming and binding`` (the bracketed id inside it)."""
     ref = str(ref).strip().strip("[]").strip()
     if ref in shown:
         return ref
     if ref.isdigit() and 1 <= int(ref) <= len(shown):
         return shown[int(ref) - 1]
-    return None
+    inside = [cid for cid in re.findall(r"\[([^\[\]\s]+)\]", f"[{ref}]") if cid in shown]
+    return inside[0] if len(set(inside)) == 1 else None
 
 
 def split_citations(cited: Iterable[str], shown_ids: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -7,7 +7,7 @@ measurement is exact even when the evaluation harness runs items in parallel thr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
@@ -22,6 +22,7 @@ class CallStats:
     model: str | None = None
     cached: bool = False
     calls: int = 0
+    notes: list[str] = field(default_factory=list)  # the engine's notes: context cut, output cut or unparsable
 
 
 def _usage(entry: dict[str, Any]) -> tuple[int, int]:
@@ -60,4 +61,6 @@ def metered_call(predictor: dspy.Module, lm: dspy.BaseLM | None, **inputs: Any) 
         stats.cost += 0.0 if hit else float(entry.get("cost") or 0.0)
         stats.cached = stats.cached or hit
         stats.calls += 1
+        sieve = (getattr(entry.get("response"), "provider_data", None) or {}).get("sieve") or {}
+        stats.notes.extend(str(n) for n in sieve.get("notes") or ())
     return prediction, stats

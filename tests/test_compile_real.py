@@ -26,7 +26,9 @@ def test_tiny_real_compile_of_the_grader(tmp_path):
     golden = tmp_path / "tiny.jsonl"
     golden.write_text("".join(json.dumps({**r, "split": SPLITS[r["id"]]}) + "\n" for r in rows if r["id"] in SPLITS))
     index = small_index()
-    settings = Settings(index_dir=index.dir, artifacts_dir=tmp_path / "artifacts", top_k=2, cache_dir=tmp_path / "cache")
+    # the fast packaged model: this tests the compile mechanics on a real engine, not the default model's quality
+    settings = Settings(index_dir=index.dir, artifacts_dir=tmp_path / "artifacts", top_k=2, cache_dir=tmp_path / "cache",
+                        embedded_model="smollm2-135m")
     configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer="bootstrap", roles=["grader"], budget=8,
                              out="tiny-real", show_progress=False)

@@ -1,4 +1,5 @@
-"""The embedded engine on the real SmolLM2-135M GGUF: typed outputs, many prompts, usage, overflow."""
+"""The embedded engine on the real SmolLM2-135M GGUF (the fast packaged model; the mechanics are the same for
+every GGUF): typed outputs, many prompts, usage, overflow."""
 
 import asyncio
 import sys
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def lm():
-    return build_lm("embedded", Settings(cache=False))
+    return build_lm("embedded", Settings(cache=False, embedded_model="smollm2-135m"))
 
 
 def test_gguf_found_without_importing_the_package():
@@ -44,7 +45,7 @@ def test_typed_signature_returns_typed_result(lm):
     assert isinstance(result.relevant, bool)
     assert isinstance(result.evidence, list) and all(isinstance(e, str) for e in result.evidence)
     entry = lm.history[-1]
-    assert entry["model"].startswith("embedded/SmolLM2-135M")
+    assert entry["model"] == "embedded/smollm2-135m"
     assert entry["usage"]["prompt_tokens"] > 100 and entry["usage"]["completion_tokens"] > 3
     sieve = entry["response"].provider_data["sieve"]
     assert sieve["parse_ok"] and sieve["cost_usd"] == 0.0 and sieve["latency_s"] > 0
@@ -104,7 +105,7 @@ def test_usage_is_tracked_per_call(lm):
 
 
 def test_context_overflow_is_truncated_and_noted():
-    small = build_lm("embedded", Settings(cache=False, n_ctx=512, embedded_max_tokens=48))  # a small window
+    small = build_lm("embedded", Settings(cache=False, embedded_model="smollm2-135m", n_ctx=512, embedded_max_tokens=48))  # a small window
     passage = " ".join(f"Sentence {i} talks about the history of bridges in Europe." for i in range(400))
     with dspy.context(lm=small, adapter=dspy.JSONAdapter()):
         result = dspy.Predict(Grade)(question="When was the first bridge built?", passage=passage)

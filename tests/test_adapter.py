@@ -1,0 +1,60 @@
+"""Sieve's prompt layout: constant system message, passages first, the task last, parsed like JSONAdapter."""
+
+from __future__ import annotations
+
+import dspy
+from dspy.utils import DummyLM
+
+from rag.adapter import PREAMBLE, SieveAdapter
+from rag.lm.local import bound_schema, cut_fields
+from signatures import Answerer, Grader, Judge
+
+CONTEXT = "[1] [with#001] with statement\n<<<\nThe with statement wraps a block.\n>>>"
+
+
+def _messages(signature, **inputs):
+    return SieveAdapter().format(signature, demos=[], inputs=inputs)
+
+
+def test_system_message_is_the_same_for_every_role():
+    grader = _messages(Grader, question="q?", context=CONTEXT)
+    judge = _messages(Judge, question="q?", reference_answer="r", candidate_answer="c", context=CONTEXT)
+    assert grader[0] == judge[0] == {"role": "system", "content": PREAMBLE}
+
+
+def test_passages_come_first_and_the_task_last():
+    user = _messages(Grader, question="What does with do?", context=CONTEXT)[-1]["content"]
+    assert user.startswith("[[ ## context ## ]]\n" + CONTEXT)
+    assert user.index("[[ ## question ## ]]") > user.index(CONTEXT)
+    assert user.index(Grader.instructions.splitlines()[0]) > user.index("What does with do?")
+    keys = [line.split(" ")[1] for line in user.splitlines() if line.startswith("- ")]
+    assert keys == list(Grader.output_fields)  # the keys, in the order the schema asks for them
+
+
+def test_grader_answerer_and_judge_prompts_share_the_passages_as_a_prefix():
+    def prompt(signature, **inputs):
+        return "\n".join(m["content"] for m in _messages(signature, **inputs))
+
+    grader = prompt(Grader, question="What does with do?", context=CONTEXT)
+    answerer = prompt(Answerer, question="What does with do?", context=CONTEXT)
+    judge = prompt(Judge, question="What does with do?", reference_answer="r", candidate_answer="c", context=CONTEXT)
+    shared = PREAMBLE + "\n[[ ## context ## ]]\n" + CONTEXT
+    assert grader.startswith(shared) and answerer.startswith(shared) and judge.startswith(shared)
+
+
+def test_replies_parse_as_typed_fields():
+    lm = DummyLM([{"relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says so"}],
+                 adapter=SieveAdapter())
+    with dspy.context(lm=lm, adapter=SieveAdapter()):
+        pred = dspy.Predict(Grader)(question="What does with do?", context=CONTEXT)
+    assert pred.relevant is True and pred.relevant_chunk_ids == ["with#001"] and pred.reason == "it says so"
+
+
+def test_a_field_that_reaches_its_bound_is_reported_as_cut():
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}, "ids": {"type": "array",
+              "items": {"type": "string"}}}, "required": ["answer", "ids"]}
+    bounded = bound_schema(schema, max_tokens=512)
+    limit = bounded["properties"]["answer"]["maxLength"]
+    assert limit >= 600  # room for a real answer: the bound stops rambling, it must not cut a normal answer
+    assert cut_fields('{"answer": "%s", "ids": []}' % ("x" * limit), bounded) == [("answer", limit)]
+    assert cut_fields('{"answer": "short", "ids": []}', bounded) == []

@@ -1,0 +1,88 @@
+"""llama.cpp never takes the process down: the build has no AMX code, the engine check runs in a child,
+and a child that dies becomes one line naming the cause and the fix."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag.errors import ModelError
+from rag.lm import probe
+
+
+def _ggml_cpu_libraries() -> list[Path]:
+    import llama_cpp
+
+    return sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*.so*"))
+
+
+def test_build_has_no_amx_kernels():
+    """README's install builds llama.cpp with -mno-amx-int8: its AMX path faults on some AMX CPUs."""
+    assert "AMX_INT8 = 1" not in probe.build_info()
+    libs = _ggml_cpu_libraries()
+    assert libs, "libggml-cpu.so not found in llama_cpp/lib"
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump not installed (apt-get install binutils); the system-info check above still ran")
+    for lib in libs:
+        asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(lib)], capture_output=True, text=True,
+                             check=True).stdout
+        assert "tileloadd" not in asm and "tdpbssd" not in asm, f"{lib.name} contains AMX instructions"
+
+
+def test_amx_risk_needs_both_an_amx_build_and_an_amx_cpu(monkeypatch):
+    monkeypatch.setattr(probe, "build_info", lambda: "AVX2 = 1 | AMX_INT8 = 1 | ")
+    monkeypatch.setattr(probe, "cpu_flags", lambda: {"avx2", "amx_tile", "amx_int8"})
+    assert probe.amx_risk()
+    monkeypatch.setattr(probe, "cpu_flags", lambda: {"avx2", "avx512f"})
+    assert not probe.amx_risk()
+    monkeypatch.setattr(probe, "cpu_flags", lambda: {"amx_int8"})
+    monkeypatch.setattr(probe, "build_info", lambda: "AVX2 = 1 | AMX_INT8 = 0 | ")
+    assert not probe.amx_risk()
+
+
+def test_a_child_killed_by_sigill_becomes_one_line_with_the_fix(tmp_path):
+    child = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"],
+                           capture_output=True, text=True)
+    assert child.returncode == -signal.SIGILL
+    message = probe.describe_failure(child.returncode, child.stderr, tmp_path / "model.gguf")
+    assert "\n" not in message
+    assert "illegal instruction (SIGILL)" in message and "model.gguf" in message
+    assert "-mno-amx-int8" in message and "pip install --force-reinstall" in message
+    # a shell reports the same death as 128 + signal number
+    assert "SIGILL" in probe.describe_failure(128 + signal.SIGILL, "", tmp_path / "model.gguf")
+
+
+def test_other_signals_and_errors_are_named(tmp_path):
+    assert "SIGSEGV" in probe.describe_failure(-signal.SIGSEGV, "", tmp_path / "m.gguf")
+    message = probe.describe_failure(1, "Traceback...\nValueError: Failed to load model from file: m.gguf\n",
+                                     tmp_path / "m.gguf")
+    assert message == "llama.cpp could not run m.gguf: ValueError: Failed to load model from file: m.gguf"
+
+
+def test_an_unloadable_model_fails_the_check_in_the_child_not_here(tmp_path, isolated_sieve_home):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 4096)
+    with pytest.raises(ModelError, match=r"^llama.cpp could not run not-a-model.gguf: ") as info:
+        probe.ensure_engine_runs(bad)
+    assert "\n" not in str(info.value)
+    assert not (isolated_sieve_home / "models" / "engine-checks.json").exists()  # a failure is not remembered
+
+
+@pytest.mark.slow
+def test_default_model_evaluates_512_prompt_tokens_in_a_child(isolated_sieve_home):
+    """The real engine and the real default model, in a subprocess: a fault fails this test with a message."""
+    from rag.lm.models import DEFAULT_MODEL, model_path
+
+    path = model_path(DEFAULT_MODEL)
+    child = subprocess.run([sys.executable, "-m", "rag.lm.probe", str(path)], capture_output=True, text=True,
+                           timeout=600)
+    assert child.returncode == 0, probe.describe_failure(child.returncode, child.stderr, path)
+    assert child.stdout.strip() == f"ok: {probe.PROBE_TOKENS} prompt tokens + 4 decode steps"
+    assert probe.PROBE_TOKENS >= 512
+    probe.ensure_engine_runs(path)  # the same check through the API, now remembered
+    assert (isolated_sieve_home / "models" / "engine-checks.json").is_file()
