@@ -36,6 +36,7 @@ import numpy as np
 from rag.chunking import Chunk
 from rag.config import Settings, default_index_dir
 from rag.errors import IndexMismatch, IndexNotFound, InputError
+from rag.index_dir import BM25_DIR, CHUNKS, EMBEDDINGS, FAISS_FILE, MANIFEST, REQUIRED, build_lock, check_target
 
 FORMAT = 1
 HNSW_THRESHOLD = 50_000
@@ -55,13 +56,6 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 BM25_STEMMER: str | None = None  # e.g. "english" to use PyStemmer's Snowball stemmer
 BM25_STOPWORDS = "en"
-
-MANIFEST = "manifest.json"
-CHUNKS = "chunks.jsonl"
-BM25_DIR = "bm25"
-FAISS_FILE = "dense.faiss"
-EMBEDDINGS = "embeddings.npy"
-REQUIRED = (CHUNKS, BM25_DIR, FAISS_FILE, EMBEDDINGS)
 
 
 def index_text(chunk: Chunk) -> str:
@@ -255,12 +249,9 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
     ``source`` records where the chunks came from (``builtin``, ``folder:PATH``, ``jsonl:FILE``) so
     error messages can print the exact rebuild command. Embeddings of chunks whose indexed text is
     unchanged since the previous build in ``index_dir`` (same model) are reused, not recomputed.
+    Before any embedding: the chunks are checked, ``index_dir`` must be absent, empty or a Sieve index
+    (rag.index_dir), and no other build may be writing it.
     """
-    import bm25s
-    import faiss
-
-    from rag.embeddings import embed, embedding_dim, model_label, resolve_model_path
-
     settings = settings or Settings()
     root = Path(index_dir if index_dir is not None else settings.index_dir).expanduser()
     chunks = list(chunks)
@@ -271,6 +262,35 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
         if c.id in seen:
             raise InputError(f"duplicate chunk id {c.id!r}; chunk ids must be unique")
         seen.add(c.id)
+        _check_unicode(c)
+    check_target(root)
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the index folder {root} ({exc.strerror or exc}); choose another --index-dir") from None
+    with build_lock(root):
+        return _build(chunks, root, settings, show_progress, source, hnsw_threshold)
+
+
+def _check_unicode(chunk: Chunk) -> None:
+    """A chunk's id, title and text must be valid Unicode (a lone surrogate cannot be written as UTF-8)."""
+    for name in ("id", "title", "text", "source", "url", "meta"):
+        value = getattr(chunk, name) if name != "meta" else json.dumps(chunk.meta, ensure_ascii=False)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise InputError(f"chunk {chunk.id.encode('utf-8', 'backslashreplace').decode()!r}: field {name!r} is not "
+                             f"valid Unicode (character {exc.start}: {shown[:60]!r}); fix the source text") from None
+
+
+def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: bool, source: str,
+           hnsw_threshold: int) -> Index:
+    import bm25s
+    import faiss
+
+    from rag.embeddings import embed, embedding_dim, model_label, resolve_model_path
+
     started = time.perf_counter()
     model_path = resolve_model_path(settings.embedding_model)
     texts = [index_text(c) for c in chunks]
@@ -294,7 +314,6 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
         vectors[todo] = embed([texts[i] for i in todo], settings.embedding_model, show_progress=show_progress)
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
 
-    root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
     try:
         with open(tmp / CHUNKS, "w", encoding="utf-8") as f:
@@ -349,12 +368,10 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
 
 
 def _swap_into_place(tmp: Path, root: Path) -> None:
-    """Replace ``root`` by the complete ``tmp`` with renames only (the old index is removed last)."""
-    if root.exists() and not root.is_dir():
-        raise InputError(f"{root} exists and is not a folder; choose another --index-dir")
-    if root.exists() and any(root.iterdir()) and not (root / MANIFEST).is_file():
-        raise InputError(f"{root} is a non-empty folder that is not a Sieve index; refusing to replace it. "
-                         "Choose another --index-dir or empty it")
+    """Replace ``root`` by the complete ``tmp`` with renames only (the old index is removed last).
+
+    ``root`` is checked again (it was checked before embedding): only a Sieve index is ever replaced."""
+    check_target(root)
     old = None
     if root.exists():
         old = root.with_name(f".{root.name}.old-{os.getpid()}-{int(time.time())}")
