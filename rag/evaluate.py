@@ -25,7 +25,7 @@ from rag.errors import InputError, ModelError, SieveError
 from rag.golden import gold_chunk_ids
 from rag.judge import AnswerJudge, answer_passages
 from rag.latency import LatencyLedger
-from rag.runs import append_record, now, open_run, read_records, write_summary
+from rag.runs import append_record, now, open_run, read_records, repair_torn_tail, write_summary
 
 MAX_CAUSES = 10  # how deep an exception's cause chain is searched for a run-stopping error
 
@@ -77,6 +77,10 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     k = k or getattr(agent, "top_k", 4)
     max_rewrites = getattr(agent, "max_rewrites", 0) if getattr(agent, "use_reflection", True) else 0
     open_run(out_dir, {"config_name": config_name, "golden_hash": ghash, "config": dict(config or {})})
+    backup = repair_torn_tail(out_dir)
+    if backup is not None:
+        print(f"cut a torn last line off {out_dir / 'results.jsonl'} (a run stopped mid-write; its item runs again); "
+              f"the file as it was is kept in {backup}", file=sys.stderr)
     done = {r["id"] for r in read_records(out_dir)}
     todo = [it for it in selected if it.id not in done]
     chunks = list(chunks)

@@ -7,6 +7,7 @@ rebuilt at any time. A metric that a run could not compute shows as ``—`` with
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
-from rag.runs import SUMMARY, read_records
+from rag.runs import RESULTS, SUMMARY, read_records, recompute_summary
 from rag.trace import Trace
 
 # (metric key, label, format) in table order
@@ -60,11 +61,23 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     """``{"dir", "summary", "records"}`` for one run directory (records limited to the summary's selection)."""
     run_dir = Path(run_dir)
     path = run_dir / SUMMARY
-    if not path.is_file():
+    if not path.is_file() and not (run_dir / RESULTS).is_file():
         raise InputError(f"{run_dir} has no {SUMMARY}; point rag report at a directory written by rag eval")
-    summary = json.loads(path.read_text(encoding="utf-8"))
+    everything = read_records(run_dir)
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(summary, dict) or not isinstance(summary.get("metrics"), dict):
+            raise ValueError("not a summary object")
+    except (OSError, ValueError) as exc:  # missing or damaged: rebuilt from the results (nothing is written)
+        warnings.warn(f"{path}: {'missing' if isinstance(exc, FileNotFoundError) else 'damaged'}; "
+                      f"recomputed from {RESULTS} (every finished item)", stacklevel=2)
+        summary = recompute_summary(run_dir, everything)
     wanted = set(summary.get("ids") or [])
-    records = [r for r in read_records(run_dir) if r["id"] in wanted]
+    records = [r for r in everything if r["id"] in wanted]
+    if len({r["id"] for r in records}) != summary.get("n_done"):  # damaged lines: count only what can be read
+        warnings.warn(f"{path} counts {summary.get('n_done')} finished items, {RESULTS} holds {len(records)} readable "
+                      "ones; their metrics are recomputed", stacklevel=2)
+        summary = recompute_summary(run_dir, everything, ids=list(summary.get("ids") or []))
     return {"dir": run_dir, "summary": summary, "records": records}
 
 

@@ -82,17 +82,24 @@ def test_gate_floors_ceilings_and_bad_files(runs, tmp_path):
         check_gate(m, why, gate)
 
 
-def test_open_run_refuses_another_config_and_read_cuts_torn_line(tmp_path):
+def test_open_run_refuses_another_config_and_only_the_writer_cuts_a_torn_line(tmp_path):
+    from rag.runs import repair_torn_tail
+
     open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
     with pytest.raises(InputError, match="different golden_hash"):
         open_run(tmp_path, {"config_name": "full", "golden_hash": "def", "config": {"top_k": 4}})
     with pytest.raises(InputError, match="different config \\(top_k: 4 -> 8\\)"):
         open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 8}})
-    append_record(tmp_path, {"id": "1"})
+    append_record(tmp_path, {"id": "1", "scores": {}})
     with (tmp_path / "results.jsonl").open("a") as fh:
         fh.write('{"id": "2", "trunc')
-    assert read_records(tmp_path) == [{"id": "1"}]
-    assert (tmp_path / "results.jsonl").read_text() == '{"id": "1"}\n'
+    torn = (tmp_path / "results.jsonl").read_text()
+    with pytest.warns(UserWarning, match=r"results\.jsonl:2: torn last line"):
+        assert read_records(tmp_path) == [{"id": "1", "scores": {}}]
+    assert (tmp_path / "results.jsonl").read_text() == torn  # a reader never writes
+    backup = repair_torn_tail(tmp_path)
+    assert (tmp_path / "results.jsonl").read_text() == '{"id": "1", "scores": {}}\n'
+    assert backup is not None and backup.read_text() == torn
 
 
 def test_named_configs(monkeypatch, tmp_path):
