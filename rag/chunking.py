@@ -20,6 +20,7 @@ prefix of the paths of the blocks it holds. Ids are ``<doc_id>#<NNN>`` (zero-pad
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,6 +276,12 @@ def load_chunks_jsonl(path: str | Path) -> list[Chunk]:
         for name in ("title", "url", "source"):
             if rec.get(name) is not None and not isinstance(rec[name], str):
                 raise InputError(f"{where}: field {name!r} must be a string, got {type(rec[name]).__name__}")
+        for name, value in rec.items():
+            try:
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(f"{where}: field {name!r} holds a lone surrogate escape (e.g. \\ud800), which is "
+                                 "not valid Unicode; fix the text that wrote it") from None
         cid = rec["id"]
         if cid in seen:
             raise InputError(f"{where}: duplicate id {cid!r} (first on line {seen[cid]}); chunk ids must be unique")

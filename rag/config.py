@@ -50,6 +50,7 @@ class Settings:
     # chunking
     chunk_size: int = 1200  # target characters per chunk
     chunk_overlap: int = 150
+    max_file_mb: int = 20  # rag index skips (with a warning) files larger than this
     # agent
     reflection: bool = True
     max_rewrites: int = 2
@@ -90,7 +91,8 @@ class Settings:
     def validate(self) -> "Settings":
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
-        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout"):
+        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout",
+                     "max_file_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.n_threads is not None and self.n_threads < 1:
@@ -115,9 +117,12 @@ def _coerce(name: str, value: Any) -> Any:
     """Turn a string from env/CLI/TOML into the field's type, with an error naming the field."""
     if name not in _FIELDS:
         raise ConfigError(f"unknown setting {name!r}; allowed: {', '.join(sorted(_FIELDS))}")
-    if not isinstance(value, str):
-        return Path(value) if name.endswith("_dir") and value is not None else value
     typ = str(_FIELDS[name].type)
+    if not isinstance(value, str):
+        wanted = int if typ.startswith("int") else bool if typ.startswith("bool") else None
+        if wanted and (type(value) is not wanted) and not (value is None and "None" in typ):
+            raise ConfigError(f"setting {name}={value!r} is not a valid {typ}")
+        return Path(value) if name.endswith("_dir") and value is not None else value
     text = value.strip()
     try:
         if "None" in typ and text.lower() in ("", "none", "null"):
@@ -155,17 +160,49 @@ def _from_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({getattr(exc, 'strerror', None) or exc})") from None
     data = data.get("sieve", data)  # allow either a [sieve] table or top-level keys
     out = {}
     for key, value in data.items():
         if key not in _FIELDS:
             raise ConfigError(f"{path}: unknown setting {key!r}; allowed: {', '.join(sorted(_FIELDS))}")
-        out[key] = _coerce(key, value)
+        try:
+            out[key] = _coerce(key, value)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     return out
 
 
+# SIEVE_* variables that are not settings but are read elsewhere
+ENV_OTHER = ("SIEVE_HOME", "SIEVE_CONFIG", "SIEVE_RUNS")
+_warned_env: set[str] = set()
+
+
 def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    return {name: _coerce(name, environ[f"SIEVE_{name.upper()}"]) for name in _FIELDS if f"SIEVE_{name.upper()}" in environ}
+    out = {}
+    for name in _FIELDS:
+        var = f"SIEVE_{name.upper()}"
+        if var in environ:
+            try:
+                out[name] = _coerce(name, environ[var])
+            except ConfigError as exc:
+                raise ConfigError(f"environment variable {var}: {exc}") from None
+    _warn_unknown_env(environ)
+    return out
+
+
+def _warn_unknown_env(environ: dict[str, str]) -> None:
+    """A misspelt SIEVE_* variable would be ignored silently: warn once, with the closest known name."""
+    import difflib
+    import warnings
+
+    known = [f"SIEVE_{name.upper()}" for name in _FIELDS] + list(ENV_OTHER)
+    for var in sorted(v for v in environ if v.startswith("SIEVE_") and v not in known and v not in _warned_env):
+        _warned_env.add(var)
+        close = difflib.get_close_matches(var, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "; see the fields in rag/config.py"
+        warnings.warn(f"environment variable {var} is not a Sieve setting and is ignored{hint}", stacklevel=3)
 
 
 def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:

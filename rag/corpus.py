@@ -13,10 +13,12 @@ entirely; see :func:`rag.chunking.load_chunks_jsonl`):
 
 from __future__ import annotations
 
+import codecs
 import html
 import re
 import sys
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -25,7 +27,8 @@ from typing import Any
 from rag.errors import InputError
 
 SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
-MAX_FILE_BYTES = 20_000_000  # a single "document" larger than this is almost surely not prose
+MAX_FILE_BYTES = 20_000_000  # default of the max_file_mb setting: a larger "document" is almost surely not prose
+BLOCK_BYTES = 1 << 20  # files are read and decoded in blocks of this size
 
 
 @dataclass
@@ -59,12 +62,14 @@ def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
     return docs
 
 
-def load_folder(path: str | Path, show_progress: bool = True) -> list[Document]:
+def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
     """Every supported text file under ``path`` (recursive, sorted, hidden files skipped).
 
-    ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces).
-    Binary, non-UTF-8 or unreadable files are skipped with a :class:`UserWarning` naming them.
-    Raises :class:`InputError` when ``path`` is missing or holds no readable supported file.
+    ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces); a file name that is
+    not valid UTF-8 is kept with its bad bytes written as ``\\xNN`` (and a warning). Empty, binary,
+    non-UTF-8, unreadable files and files over ``max_bytes`` (setting ``max_file_mb``) are skipped with a
+    :class:`UserWarning` naming them. Raises :class:`InputError` when ``path`` is missing or holds no
+    usable supported file, saying why each was skipped.
     """
     root = Path(path).expanduser()
     if not root.exists():
@@ -79,46 +84,90 @@ def load_folder(path: str | Path, show_progress: bool = True) -> list[Document]:
     if not files:
         raise InputError(f"{root}: no supported files found (looked for {', '.join(SUFFIXES)}, recursively)")
     docs: list[Document] = []
+    skipped: Counter[str] = Counter()
     for i, file in enumerate(files, 1):
         if show_progress:
             print(f"\rreading files {i}/{len(files)}", end="", file=sys.stderr, flush=True)
-        text = _read_text(file)
+        shown = _valid_name(str(file))
+        if shown != str(file):
+            warnings.warn(f"file name {shown} is not valid UTF-8; it is indexed under that name (rename it, e.g. "
+                          "with convmv, for a readable id)", stacklevel=2)
+        text, why = _read_text(file, max_bytes, shown)
+        if text is not None and not text.strip():
+            text, why = None, "empty"
+            warnings.warn(f"skipping {shown}: empty", stacklevel=2)
         if text is None:
+            skipped[why] += 1
             continue
-        rel = file.relative_to(base).as_posix()
+        rel = _valid_name(file.relative_to(base).as_posix())
         if file.suffix.lower() in (".html", ".htm"):
             title, text = html_to_text(text)
         else:
-            title = _first_heading(text, file.suffix.lower()) or file.stem
+            title = _first_heading(text, file.suffix.lower()) or _valid_name(file.stem)
         if not text.strip():
-            warnings.warn(f"skipping {file}: empty after reading", stacklevel=2)
+            warnings.warn(f"skipping {shown}: empty after reading", stacklevel=2)
+            skipped["empty"] += 1
             continue
-        docs.append(Document(doc_id=rel, text=text, title=title or file.stem, source=str(file), meta={"path": rel}))
+        docs.append(Document(doc_id=rel, text=text, title=title or _valid_name(file.stem), source=shown,
+                             meta={"path": rel}))
     if show_progress:
         print(file=sys.stderr)
     if not docs:
-        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be read as UTF-8 text (see warnings above)")
+        reasons = ", ".join(f"{n} {why}" for why, n in skipped.most_common())
+        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be indexed ({reasons}; see the "
+                         "warnings above)")
     return docs
 
 
-def _read_text(file: Path) -> str | None:
-    """UTF-8 text of ``file``, or None with a warning that names it and says why."""
+def _valid_name(name: str) -> str:
+    """A path from the file system as valid Unicode: bytes that are not UTF-8 become ``\\xNN``."""
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
-            warnings.warn(f"skipping {file}: larger than {MAX_FILE_BYTES // 1_000_000} MB", stacklevel=3)
-            return None
-        data = file.read_bytes()
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _read_text(file: Path, max_bytes: int = MAX_FILE_BYTES, shown: str = "") -> tuple[str | None, str]:
+    """(UTF-8 text of ``file``, "") or (None, why) with a warning that names it and says why.
+
+    Read in blocks with an incremental decoder, so a large file is never held twice (bytes and text) and a
+    binary or non-UTF-8 file stops at its first bad block."""
+    shown = shown or _valid_name(str(file))
+    try:
+        size = file.stat().st_size
+        if size > max_bytes:
+            warnings.warn(f"skipping {shown}: {size / 1e6:.1f} MB is over max_file_mb={max_bytes / 1e6:g} (raise it "
+                          "with SIEVE_MAX_FILE_MB or max_file_mb in sieve.toml)", stacklevel=3)
+            return None, f"over max_file_mb={max_bytes / 1e6:g}"
+        decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        parts, offset = [], 0
+        with file.open("rb") as fh:
+            while block := fh.read(BLOCK_BYTES):
+                if offset == 0 and b"\x00" in block[:8192]:
+                    warnings.warn(f"skipping {shown}: binary content (NUL bytes), not text", stacklevel=3)
+                    return None, "binary"
+                if offset + len(block) > max_bytes:  # grew while we read it
+                    warnings.warn(f"skipping {shown}: over max_file_mb={max_bytes / 1e6:g}", stacklevel=3)
+                    return None, f"over max_file_mb={max_bytes / 1e6:g}"
+                try:
+                    parts.append(decoder.decode(block))
+                except UnicodeDecodeError as exc:
+                    warnings.warn(f"skipping {shown}: not valid UTF-8 (byte {offset + exc.start}); convert it with "
+                                  "e.g. iconv -t UTF-8", stacklevel=3)
+                    return None, "not UTF-8"
+                offset += len(block)
+            pending = len(decoder.getstate()[0])
+            try:
+                parts.append(decoder.decode(b"", final=True))
+            except UnicodeDecodeError:
+                warnings.warn(f"skipping {shown}: not valid UTF-8 (byte {offset - pending}); convert it with e.g. "
+                              "iconv -t UTF-8", stacklevel=3)
+                return None, "not UTF-8"
     except OSError as exc:
-        warnings.warn(f"skipping {file}: cannot read it ({exc.strerror or exc})", stacklevel=3)
-        return None
-    if b"\x00" in data[:8192]:
-        warnings.warn(f"skipping {file}: binary content (NUL bytes), not text", stacklevel=3)
-        return None
-    try:
-        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError as exc:
-        warnings.warn(f"skipping {file}: not valid UTF-8 (byte {exc.start}); convert it with e.g. iconv -t UTF-8", stacklevel=3)
-        return None
+        warnings.warn(f"skipping {shown}: cannot read it ({exc.strerror or exc})", stacklevel=3)
+        return None, "unreadable"
+    return "".join(parts).replace("\r\n", "\n").replace("\r", "\n"), ""
 
 
 _MD_H1 = re.compile(r"^\s{0,3}#\s+(.+?)\s*#*\s*$", re.M)

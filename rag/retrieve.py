@@ -122,6 +122,12 @@ class Retriever:
         """Validate and normalise a query: empty -> InputError; over-long -> cut with a warning."""
         if not isinstance(query, str):
             raise InputError(f"query must be a string, got {type(query).__name__}")
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError as exc:  # argv bytes that were not UTF-8 arrive as lone surrogates
+            raise InputError(f"the query is not valid UTF-8 text (bad byte at character {exc.start + 1}: "
+                             f"{query[exc.start].encode('utf-8', 'surrogateescape')!r}); set your "
+                             "terminal or script to UTF-8, or retype the query") from None
         text = " ".join(query.split())
         if not text:
             raise InputError('empty query: give a question, e.g. rag search "how does the with statement work?"')

@@ -74,14 +74,14 @@ def test_binary_and_non_utf8_files_are_skipped_with_a_warning(folder: Path):
 def test_unreadable_file_is_skipped_with_a_warning(folder: Path, monkeypatch: pytest.MonkeyPatch):
     # Tests run as root, where chmod cannot make a file unreadable; fail the read for one file instead.
     target = folder / "notes.txt"
-    real = Path.read_bytes
+    real = Path.open
 
-    def read_bytes(self: Path) -> bytes:
+    def open_(self: Path, *args, **kwargs):
         if self == target:
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", open_)
     with pytest.warns(UserWarning, match=r"notes\.txt.*Permission denied"):
         docs = load_folder(folder, show_progress=False)
     assert "notes.txt" not in [d.doc_id for d in docs]
@@ -94,7 +94,7 @@ def test_empty_or_unsupported_folder_is_an_error(tmp_path: Path):
     with pytest.raises(InputError, match="no supported files"):
         load_folder(tmp_path, show_progress=False)
     (tmp_path / "b.md").write_bytes(b"\xff\xfe\x00\x00")
-    with pytest.warns(UserWarning), pytest.raises(InputError, match="could be read"):
+    with pytest.warns(UserWarning), pytest.raises(InputError, match=r"could be indexed \(1 binary;"):
         load_folder(tmp_path, show_progress=False)
 
 
