@@ -115,6 +115,10 @@ def select(root: Path, models: dict[str, str], name: str | None = None,
            fingerprint: str | None = None) -> tuple[Artifact | None, list[str]]:
     """(artifact or None, messages). A named artifact must exist and fit; otherwise the best fitting one."""
     if name:
+        if not Path(name).is_dir() and not (Path(root) / name).exists():
+            have = ", ".join(a.name for a in list_artifacts(Path(root))) or "none"
+            raise ArtifactError(f"no artifact {name!r} in {root}; available: {have} (rag artifacts lists them; "
+                                "rag compile --out NAME makes one)")
         art = load(Path(root) / name) if not Path(name).is_dir() else load(Path(name))
         problems = art.problems(models)
         if problems:

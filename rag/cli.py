@@ -11,11 +11,25 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import typer.core
 
 from rag.config import PROJECT_ROOT, Settings, load_settings
 from rag.errors import SieveError
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print "Aborted!", exit 1) to main()."""
+
+
+class _Group(typer.core.TyperGroup):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
+
 app = typer.Typer(
+    cls=_Group,
     name="rag",
     help="Sieve: a self-reflective RAG agent that grades its retrieval, rewrites failed queries and refuses rather than guesses.",
     no_args_is_help=True,
@@ -39,6 +53,37 @@ def _clean_warnings() -> None:
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"Warning: {message}\n"
 
 
+_ON_INTERRUPT = [""]  # what main() says on Ctrl-C: what was kept and how to resume (set by each command)
+
+
+def on_interrupt(note: str) -> None:
+    _ON_INTERRUPT[0] = note
+
+
+def _at_least(minimum: int, **flags: Optional[int]) -> None:
+    """A flag below ``minimum`` is an error naming the flag (not the setting behind it)."""
+    from rag.errors import InputError
+
+    for name, value in flags.items():
+        if value is not None and value < minimum:
+            raise InputError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
+
+
+def _quiet_loading() -> None:
+    """No model-loading progress bars (transformers' "Loading weights", the hub's download bars)."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
 @app.command("index")
 def index_cmd(
     path: Optional[Path] = typer.Argument(None, help="Folder of .md/.markdown/.txt/.rst/.html files (recursive). "
@@ -60,6 +105,8 @@ def index_cmd(
     _clean_warnings()
     from rag.errors import InputError
 
+    _at_least(1, chunk_size=chunk_size)
+    _at_least(0, chunk_overlap=chunk_overlap)
     settings = load_settings({"index_dir": index_dir, "embedding_model": embedding_model,
                               "chunk_size": chunk_size, "chunk_overlap": chunk_overlap})
     if path is not None and chunks is not None:
@@ -67,11 +114,19 @@ def index_cmd(
     from rag.chunking import chunk_documents, load_chunks_jsonl
     from rag.corpus import load_builtin_topics, load_folder
     from rag.index import build_index
+    from rag.index_dir import check_target
 
+    target = Path(settings.index_dir).expanduser()
+    check_target(target)  # before reading or embedding anything
+    if quiet:
+        _quiet_loading()
+    on_interrupt(f"the index at {target} was not changed (a build replaces it only when complete); run the same "
+                 "command again to build it (embeddings of unchanged chunks in an existing index are reused)")
     if chunks is not None:
         items, source = load_chunks_jsonl(chunks), f"jsonl:{chunks.expanduser().resolve()}"
     else:
-        docs = load_folder(path, show_progress=not quiet) if path is not None else load_builtin_topics()
+        docs = (load_folder(path, show_progress=not quiet, max_bytes=settings.max_file_mb * 1_000_000)
+                if path is not None else load_builtin_topics())
         source = f"folder:{path.expanduser().resolve()}" if path is not None else "builtin"
         items = chunk_documents(docs, settings.chunk_size, settings.chunk_overlap)
         if not quiet:
@@ -102,6 +157,7 @@ def search_cmd(
 
     from rag.retrieve import Retriever
 
+    _at_least(1, k=k)
     settings = load_settings({"index_dir": index_dir, "mode": mode, "top_k": k})
     retriever = Retriever.from_settings(settings)
     hits = retriever.search(query)
@@ -124,12 +180,12 @@ def search_cmd(
 def eval_cmd(
     config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full (list: show them)."),
     golden: Optional[Path] = typer.Option(None, "--golden", help="Golden set JSONL [default: golden/python_ref.jsonl]."),
-    split: str = typer.Option("test", "--split", help="train | dev | test | all."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N items of the split."),
+    split: Optional[str] = typer.Option(None, "--split", help="train | dev | test | all [default: test; all with --retrieval-only]."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only N items of the split (a sample stratified by question type)."),
     retrieval_only: bool = typer.Option(False, "--retrieval-only", help="Score retrieval only (Recall/MRR/hit/needle recall@k); no language model."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder [default: $SIEVE_HOME/index]."),
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Cut-off k [default: top_k = 4]."),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid] (retrieval only)."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid; with --config: the config's]."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, key=value (repeatable)."),
     gate: Optional[Path] = typer.Option(None, "--gate", help="Thresholds JSON; exit 1 when a metric is out of bounds."),
@@ -152,33 +208,56 @@ def eval_cmd(
     _clean_warnings()
     import json
 
+    _at_least(1, k=k, limit=limit, threads=threads)
     if retrieval_only:
         from rag.config import PROJECT_ROOT
+        from rag.errors import InputError
+        from rag.eval_cli import check_gate, load_gate, select_items
         from rag.golden import load_golden
         from rag.metrics import retrieval_report
         from rag.retrieve import Retriever
 
+        agent_only = {"--config": config, "--out": out, "--threads": threads, "--no-judge": no_judge or None,
+                      "--no-artifact": no_artifact or None}
+        if any(v is not None for v in agent_only.values()):
+            raise InputError(f"--retrieval-only runs no agent, so {', '.join(f for f, v in agent_only.items() if v is not None)} "
+                             "would be ignored; drop it, or drop --retrieval-only")
         settings = _settings(sets, index_dir=index_dir, mode=mode, top_k=k)
-        items = load_golden(golden or PROJECT_ROOT / "golden" / "python_ref.jsonl")
+        kk = settings.top_k
+        names = (f"recall@{kk}", f"mrr@{kk}", f"hit@{kk}", f"needle_recall@{kk}", f"all_needles@{kk}")
+        if gate is not None:  # checked before any scoring
+            load_gate(gate, names)
+        items = select_items(load_golden(golden or PROJECT_ROOT / "golden" / "python_ref.jsonl"), split or "all")
+        items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
-        report = retrieval_report(items, retriever, k=settings.top_k, mode=settings.mode)
+        on_interrupt("retrieval-only scoring keeps no partial results and spends no model calls; run the same command again")
+        report = retrieval_report(items, retriever, k=kk, mode=settings.mode)
         if as_json:
             typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
-            return
-        kk = settings.top_k
-        typer.echo(f"retrieval  mode={report['mode']}  k={kk}  items={report['items']}  scored={report['scored']}  "
-                   f"skipped (no gold)={report['skipped_no_gold']}")
-        for metric in (f"recall@{kk}", f"mrr@{kk}", f"hit@{kk}", f"needle_recall@{kk}", f"all_needles@{kk}"):
-            value = report[metric]
-            typer.echo(f"  {metric:<18} {'n/a' if value is None else f'{value:.3f}'}")
+        else:
+            typer.echo(f"retrieval  mode={report['mode']}  k={kk}  items={report['items']}  scored={report['scored']}  "
+                       f"skipped (no gold)={report['skipped_no_gold']}")
+            for metric in names:
+                value = report[metric]
+                typer.echo(f"  {metric:<18} {'n/a' if value is None else f'{value:.3f}'}")
+        if gate is not None:
+            why = {m: "no scored item has gold chunks" if "needle" not in m else "no scored item has evidence"
+                   for m in names if report[m] is None}
+            failures = check_gate({m: report[m] for m in names}, why, gate)
+            for line in failures:
+                err(f"gate failed: {line}")
+            if failures:
+                raise typer.Exit(1)
+            err(f"gate passed ({gate})")
         return
     if config is None:
         raise SieveError("rag eval needs --config NAME (baseline, hybrid, hybrid_rerank, full; --config list shows "
                          "them) or --retrieval-only")
     from rag.eval_cli import run_agent_eval_cli
 
-    pairs = list(sets or []) + ([f"top_k={k}"] if k else [])
-    code = run_agent_eval_cli(config, split=split, limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
+    pairs = list(sets or []) + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
+    on_interrupt("finished items are kept in the run folder; run the same command again to resume")
+    code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
                               show_progress=not quiet, use_artifact=not no_artifact)
     raise typer.Exit(code)
@@ -283,6 +362,9 @@ def ask(
     from rag.lm.roles import configure_dspy
     from rag.program import build_program
 
+    _clean_warnings()
+    _at_least(1, k=k)
+    _at_least(0, max_rewrites=max_rewrites)
     settings = _settings(sets, mode=mode, top_k=k, max_rewrites=max_rewrites, reflection=reflection,
                          index_dir=index_dir, artifact=artifact, cache=False if no_cache else None)
     configure_dspy(settings)
@@ -329,12 +411,16 @@ def report(
     from rag.config import sieve_home
     from rag.report import report as build
 
+    _clean_warnings()
     dirs = list(run_dirs or []) or sorted(p.parent for p in (sieve_home() / "runs").glob("*/summary.json"))
     text = build(dirs, failures=failures)
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SieveError(f"cannot write the report to {out} ({exc.strerror or exc}); give --out a writable file path") from None
         err(f"wrote {out}")
 
 
@@ -361,6 +447,7 @@ def calibrate(
     from rag.calibrate import agreement, label_interactively, load_labels, save_labels
     from rag.runs import read_records
 
+    _clean_warnings()
     records = [rec for one in run for rec in read_records(one)]
     if not records:
         raise SieveError(f"{', '.join(map(str, run))} hold(s) no results; run rag eval first, or pass the run directory it printed")
@@ -509,11 +596,13 @@ def artifacts_cmd(
 
 
 def main() -> None:
+    _clean_warnings()
+    on_interrupt("")
     try:
         app()
     except SieveError as exc:
         typer.echo(f"Error: {exc}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        typer.echo("Interrupted; finished work was kept.", err=True)
+    except (_Interrupted, KeyboardInterrupt):
+        typer.echo(f"Interrupted: {_ON_INTERRUPT[0] or 'finished work was kept'}.", err=True)
         sys.exit(130)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,24 +67,41 @@ def fingerprint(settings: Settings, lms: Mapping[str, Any] | None = None) -> dic
     return out
 
 
-def check_gate(metrics: Mapping[str, float | None], why: Mapping[str, str], thresholds_path: str | Path) -> list[str]:
-    """Messages for every metric outside its bound; ``{"metric": {"min": x} | {"max": y}}``. Empty = passed."""
+def load_gate(thresholds_path: str | Path, known: Iterable[str]) -> dict[str, dict[str, float]]:
+    """The thresholds file, checked against the ``known`` metric names (call it before a run spends anything)."""
     path = Path(thresholds_path)
+    known = sorted(known)
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"gate file {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"gate file {path} cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     if not isinstance(spec, dict):
         raise InputError(f'{path}: expected an object like {{"e2e_accuracy": {{"min": 0.5}}}}')
+    for name, bound in spec.items():
+        if name not in known:
+            raise InputError(f"{path}: unknown metric {name!r}; known: {', '.join(known)}")
+        if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"} or \
+                not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bound.values()):
+            raise InputError(f'{path}: {name!r} must be {{"min": number}} and/or {{"max": number}}, got {bound!r}')
+    return spec
+
+
+def agent_metric_names() -> list[str]:
+    """The metrics a gate may bound on an agent run (what rag.agent_metrics.summarize computes)."""
+    from rag.agent_metrics import summarize
+
+    return list(summarize([])["metrics"])
+
+
+def check_gate(metrics: Mapping[str, float | None], why: Mapping[str, str], thresholds_path: str | Path) -> list[str]:
+    """Messages for every metric outside its bound; ``{"metric": {"min": x} | {"max": y}}``. Empty = passed."""
+    spec = load_gate(thresholds_path, metrics)
     failures = []
     for name, bound in spec.items():
-        if name not in metrics:
-            raise InputError(f"{path}: unknown metric {name!r}; known: {', '.join(sorted(metrics))}")
-        if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"} or \
-                not all(isinstance(v, (int, float)) for v in bound.values()):
-            raise InputError(f'{path}: {name!r} must be {{"min": number}} and/or {{"max": number}}, got {bound!r}')
         value = metrics[name]
         if value is None:
             failures.append(f"{name} was not computed ({why.get(name, 'unknown reason')}); bound {bound}")
@@ -133,6 +150,12 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     from rag.golden import load_golden
     from rag.runs import default_run_dir, golden_hash
 
+    if gate is not None:  # a malformed gate file is reported before the run spends any model calls
+        load_gate(gate, agent_metric_names())
+    if out is not None and (out / "run.json").exists():  # so is a damaged run.json in --out
+        from rag.runs import read_run_json
+
+        read_run_json(out)
     settings, skipped = resolve_config(config, set_pairs, index_dir)
     if skipped:
         print(f"skipped: {skipped}", file=sys.stderr)
