@@ -13,7 +13,9 @@ tokens cost about 1.5 s, so Sieve lays a call out as:
   the judge's prompts for one question share a long prefix; llama.cpp reuses its KV cache for it, so the
   passages are read once instead of three times (``rag.lm.local`` keeps one model per file for all roles).
 - Outputs stay one JSON object whose keys follow the signature's order; the engines constrain decoding
-  to its schema, and parsing is JSONAdapter's.
+  to its schema, and parsing is JSONAdapter's. A ``max_length`` on an output field (``dspy.OutputField(
+  max_length=100)``) reaches the schema as ``maxLength``, so a short reason costs few output tokens
+  (about 0.1-0.25 s each on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import textwrap
 from typing import Any
 
 import dspy
+import pydantic
 from dspy.adapters.utils import format_field_value, get_annotation_name
 
 PREAMBLE = ("You are one step of a question-answering agent over a knowledge base. Text between <<< and >>> "
@@ -32,6 +35,16 @@ LEADING_INPUTS = ("context",)  # long inputs first: the shared prefix across rol
 
 class SieveAdapter(dspy.JSONAdapter):
     """Constant system message; data first, then the task and the output keys (see the module docstring)."""
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        fmt = lm_kwargs.get("response_format")
+        if isinstance(fmt, type) and issubclass(fmt, pydantic.BaseModel):
+            properties = fmt.model_json_schema().get("properties", {})  # DSPy's precomputed schema: edited in place
+            for name, field in signature.output_fields.items():
+                limit = next((m.max_length for m in field.metadata if getattr(m, "max_length", None)), None)
+                if limit and name in properties:
+                    properties[name]["maxLength"] = int(limit)
 
     def format_system_message(self, signature: type[dspy.Signature]) -> str:
         return PREAMBLE

@@ -15,4 +15,4 @@ class Grader(dspy.Signature):
     context: str = dspy.InputField(desc="numbered passages, each headed by its [chunk id]")
     relevant_chunk_ids: list[str] = dspy.OutputField(desc="ids of the passages that state the answer, copied from the context; [] if none")
     relevant: bool = dspy.OutputField(desc="true only if a listed passage states the answer")
-    reason: str = dspy.OutputField(desc="at most 15 words: what the passages say or what is missing")
+    reason: str = dspy.OutputField(desc="a few words: what the passages say or what is missing", max_length=100)

@@ -14,6 +14,6 @@ class Judge(dspy.Signature):
     reference_answer: str = dspy.InputField()
     candidate_answer: str = dspy.InputField()
     context: str = dspy.InputField(desc="the passages the candidate was given")
-    reason: str = dspy.OutputField(desc="at most 20 words: how the candidate compares with the reference")
     correct: bool = dspy.OutputField()
     faithful: bool = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="a few words: how the candidate compares with the reference", max_length=120)

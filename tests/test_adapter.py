@@ -58,3 +58,29 @@ def test_a_field_that_reaches_its_bound_is_reported_as_cut():
     assert limit >= 600  # room for a real answer: the bound stops rambling, it must not cut a normal answer
     assert cut_fields('{"answer": "%s", "ids": []}' % ("x" * limit), bounded) == [("answer", limit)]
     assert cut_fields('{"answer": "short", "ids": []}', bounded) == []
+
+
+def test_output_max_length_reaches_the_schema_the_engine_constrains_to():
+    from types import SimpleNamespace
+
+    lm = SimpleNamespace(supported_params={"response_format"}, supports_response_schema=True)
+    kwargs: dict = {}
+    SieveAdapter()._prepare_response_format(lm, kwargs, Grader)
+    properties = kwargs["response_format"].model_json_schema()["properties"]
+    assert properties["reason"]["maxLength"] == 100
+    assert "maxLength" not in properties["relevant_chunk_ids"]
+    assert list(properties) == ["relevant_chunk_ids", "relevant", "reason"]
+
+
+def test_length_hints_are_dropped_for_groq_strict_schemas_and_kept_for_best_effort_ones():
+    from dspy.lm15 import Config, Message, Request
+
+    from rag.lm.groq import response_format_for
+
+    schema = {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 100}}, "required": ["reason"]}
+    request = Request(model="x", messages=(Message.user("hi"),),
+                      config=Config(response_format={"type": "json_schema", "schema": schema, "name": "Out"}))
+    strict = response_format_for("openai/gpt-oss-20b", request)["json_schema"]
+    assert strict["strict"] and strict["schema"]["properties"]["reason"] == {"type": "string"}
+    loose = response_format_for("meta-llama/llama-4-scout-17b-16e-instruct", request)["json_schema"]
+    assert loose["schema"]["properties"]["reason"]["maxLength"] == 100

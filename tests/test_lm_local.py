@@ -130,4 +130,5 @@ def test_concurrent_and_async_calls_share_one_model(lm):
     assert len(results) == 3 and all(isinstance(v, str) for v in results.values())
     out = asyncio.run(lm.acall("Say hello.", max_tokens=12))
     assert isinstance(out[0], str)
-    assert sum(key[1] == 2048 for key in local._MODELS) == 1  # loaded once for the whole process
+    model_key = (str(lm.engine.model_path.resolve()), lm.engine.n_ctx)
+    assert sum(key == model_key for key in local._MODELS) == 1  # loaded once for the whole process

@@ -76,9 +76,20 @@ def response_format_for(model: str, request: Request) -> dict[str, Any] | None:
     if fmt.kind == "text":
         return None
     if fmt.kind == "json_schema" and (model in STRICT_SCHEMA_MODELS or model in SCHEMA_MODELS):
-        return {"type": "json_schema", "json_schema": {"name": fmt.name, "schema": fmt.schema,
-                                                        "strict": model in STRICT_SCHEMA_MODELS}}
+        strict = model in STRICT_SCHEMA_MODELS
+        schema = _without_length_bounds(fmt.schema) if strict else fmt.schema
+        return {"type": "json_schema", "json_schema": {"name": fmt.name, "schema": schema, "strict": strict}}
     return {"type": "json_object"}
+
+
+def _without_length_bounds(schema: Any) -> Any:
+    """The schema less ``maxLength``/``minLength`` (Sieve's output-length hints for local grammars), which strict
+    structured outputs do not accept."""
+    if isinstance(schema, dict):
+        return {k: _without_length_bounds(v) for k, v in schema.items() if k not in ("maxLength", "minLength")}
+    if isinstance(schema, list):
+        return [_without_length_bounds(v) for v in schema]
+    return schema
 
 
 class GroqEngine:

@@ -23,6 +23,7 @@ import copy
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -170,6 +171,55 @@ def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     return schema
 
 
+FREE_TEXT = "^[^\\x00-\\x08]{0,%d}$"  # any text but control characters: raw double quotes included
+
+
+def open_last_string(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The schema with its last property, when that is a free-text string, opened to raw double quotes.
+
+    Under a JSON grammar a model that writes ``"not 'foo'"`` inside a string without escaping it ends
+    the string at that quote: the field is cut short ("The ") and the grammar forces the next key. The
+    last string of an object ends only at ``"`` + ``}``, so there any quote may stand inside it: the
+    grammar admits both readings and the model's own ``"}`` closes it. :func:`close_last_string` then
+    re-escapes the text. Signatures put free text last for this reason.
+    """
+    props = schema.get("properties") or {}
+    if not props:
+        return schema, None
+    name = list(props)[-1]
+    node = props[name]
+    if not isinstance(node, dict) or node.get("type") != "string" or {"enum", "const", "pattern", "format"} & node.keys():
+        return schema, None
+    schema = copy.deepcopy(schema)
+    schema["properties"][name] = {"type": "string",
+                                  "pattern": FREE_TEXT % min(int(node.get("maxLength", MAX_STRING_CHARS)), MAX_STRING_CHARS)}
+    return schema, name
+
+
+def close_last_string(text: str, name: str) -> tuple[str, bool]:
+    """(valid JSON text, whether the value was cut): the raw last string re-escaped, closed if generation stopped."""
+    try:
+        json.loads(text, strict=False)
+        return text, False
+    except json.JSONDecodeError:
+        pass
+    start = re.search(r'"%s"\s*:\s*"' % re.escape(name), text)
+    if not start:
+        return text, False
+    body = text[start.end():]
+    end = re.search(r'"\s*}\s*$', body)
+    raw = body[:end.start()] if end else body
+    for candidate in (raw, re.sub(r'(?<!\\)"', '\\"', raw)):
+        try:
+            value = json.loads(f'"{candidate}"', strict=False)
+            break
+        except json.JSONDecodeError:
+            continue
+    else:
+        value = raw
+    return text[:start.end() - 1] + json.dumps(value, ensure_ascii=False) + "}", end is None
+
+
 def cut_fields(text: str, bounded: dict[str, Any]) -> list[tuple[str, int]]:
     """Top-level string fields whose value reached the ``maxLength`` the grammar imposed: cut short, not finished."""
     try:
@@ -179,6 +229,8 @@ def cut_fields(text: str, bounded: dict[str, Any]) -> list[tuple[str, int]]:
     out = []
     for name, prop in (bounded.get("properties") or {}).items():
         limit = prop.get("maxLength") if isinstance(prop, dict) else None
+        if isinstance(prop, dict) and str(prop.get("pattern", "")).startswith(FREE_TEXT[:14]):
+            limit = int(re.search(r"\{0,(\d+)\}", prop["pattern"]).group(1))
         if limit and isinstance(value, dict) and isinstance(value.get(name), str) and len(value[name]) >= limit:
             out.append((name, int(limit)))
     return out
@@ -243,7 +295,7 @@ class LlamaCppEngine:
             }
             if config.top_p is not None:
                 kwargs["top_p"] = config.top_p
-            bounded = bound_schema(fmt.schema, max_tokens) if fmt.schema else None
+            bounded, free = open_last_string(bound_schema(fmt.schema, max_tokens)) if fmt.schema else (None, None)
             if fmt.kind != "text":
                 kwargs["grammar"] = _grammar(bounded)
             try:
@@ -254,6 +306,9 @@ class LlamaCppEngine:
         latency = round(time.perf_counter() - started, 4)
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""
+        unclosed = False
+        if free:
+            text, unclosed = close_last_string(text, free)
         usage = out.get("usage") or {}
         notes, sieve_notes = (), []
         if fit.note:
@@ -264,9 +319,12 @@ class LlamaCppEngine:
             sieve_notes.append(f"structured output did not parse: {problem}")
             log.warning("embedded model: structured output did not parse (%s); finish_reason=%s", problem,
                         choice.get("finish_reason"))
-        cuts = cut_fields(text, bounded) if bounded and not problem else []
-        for name, limit in cuts:
-            sieve_notes.append(f"field {name!r} stopped at its {limit}-character bound")
+        cuts = [(name, f"stopped at its {limit}-character bound")
+                for name, limit in (cut_fields(text, bounded) if bounded and not problem else [])]
+        if unclosed and free not in {name for name, _ in cuts}:
+            cuts.append((free, f"was cut by max_tokens ({max_tokens})"))
+        for name, why in cuts:
+            sieve_notes.append(f"field {name!r} {why}")
         _count(calls=1, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0),
                structured_calls=int(fmt.kind != "text"), parse_failures=int(problem is not None),
                truncations=int(fit.dropped_tokens > 0), field_cuts=len(cuts))

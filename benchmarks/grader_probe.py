@@ -1,0 +1,112 @@
+"""The grader alone, per embedded model, on one split of the golden set: its decisions, speed and parse health.
+
+Run: python benchmarks/grader_probe.py [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b] [--split dev] [--k 4]
+                                       [--out benchmarks/results/grader_probe.md]
+
+For each item: hybrid retrieval (top k, the built-in index), one grader call through Sieve's adapter and
+the real engine (cache off), then the verdict against the gold (positive = a gold chunk was retrieved,
+the definition ``rag eval`` uses). The table puts the models side by side: set-level precision / recall
+/ accuracy, the share of unanswerable items graded not relevant, ids named that were not shown, notes
+(fields cut at their bound, unparsable output), and grader latency and tokens. Use dev or train to choose a
+model or a prompt; the test split is for reporting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dspy  # noqa: E402
+
+from rag.config import load_settings  # noqa: E402
+from rag.context import format_context, split_citations  # noqa: E402
+from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
+from rag.lm.roles import build_lm, configure_dspy  # noqa: E402
+from rag.metering import metered_call  # noqa: E402
+from rag.retrieve import Retriever  # noqa: E402
+from signatures import Grader  # noqa: E402
+
+
+def probe(model: str, items, retriever, k: int) -> dict:
+    settings = load_settings({"embedded_model": model, "cache": False})
+    lm = build_lm("embedded", settings)
+    grade = dspy.Predict(Grader)
+    tp = fp = fn = tn = 0
+    unanswerable_rejected = unanswerable = bad_ids = notes = 0
+    latencies, tokens_in, tokens_out, rows = [], [], [], []
+    for i, it in enumerate(items, 1):
+        hits = retriever.search(it.question, k=k)
+        shown = [h.chunk_id for h in hits]
+        gold = gold_chunk_ids(it, retriever.index.chunks)
+        positive = bool(gold & set(shown))
+        start = time.perf_counter()
+        pred, stats = metered_call(grade, lm, question=it.question, context=format_context(hits))
+        latencies.append(time.perf_counter() - start)
+        tokens_in.append(stats.tokens_in)
+        tokens_out.append(stats.tokens_out)
+        notes += bool(stats.notes)
+        _, invalid = split_citations([str(x) for x in pred.relevant_chunk_ids or []], shown)
+        bad_ids += bool(invalid)
+        said = bool(pred.relevant)
+        tp += said and positive
+        fp += said and not positive
+        fn += (not said) and positive
+        tn += (not said) and not positive
+        if it.type == "unanswerable":
+            unanswerable += 1
+            unanswerable_rejected += not said
+        rows.append((it.id, it.type, positive, said, str(pred.reason or "")[:90]))
+        print(f"[{model}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {latencies[-1]:.1f}s "
+              f"reason={str(pred.reason or '')[:70]!r}", file=sys.stderr, flush=True)
+    n = len(items)
+    return {"model": model, "n": n, "precision": tp / (tp + fp) if tp + fp else float("nan"),
+            "recall": tp / (tp + fn) if tp + fn else float("nan"), "accuracy": (tp + tn) / n,
+            "positives": tp + fn, "unanswerable_rejected": f"{unanswerable_rejected}/{unanswerable}",
+            "bad_ids": bad_ids, "notes": notes, "p50_s": statistics.median(latencies),
+            "tokens_in": statistics.mean(tokens_in), "tokens_out": statistics.mean(tokens_out), "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=None, help="first N items of the split (all by default)")
+    parser.add_argument("--golden", default=str(ROOT / "golden" / "python_ref.jsonl"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    settings = load_settings({"cache": False})
+    configure_dspy(settings)
+    retriever = Retriever.from_settings(settings)
+    items = [it for it in load_golden(args.golden) if it.split == args.split][: args.limit]
+    results = [probe(m, items, retriever, args.k) for m in args.models.split(",")]
+    base = results[0]["p50_s"]
+    lines = [f"Grader alone on the `{args.split}` split (n = {len(items)}), hybrid top {args.k}, built-in index, "
+             f"cache off (`python benchmarks/grader_probe.py --split {args.split}`)", "",
+             "| model | precision | recall | accuracy | unanswerable graded not relevant | ids not shown | "
+             "calls with notes | p50 s | tokens in / out | p50 ratio |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for r in results:
+        lines.append(f"| {r['model']} | {r['precision']:.2f} | {r['recall']:.2f} | {r['accuracy']:.2f} | "
+                     f"{r['unanswerable_rejected']} | {r['bad_ids']} | {r['notes']} | {r['p50_s']:.1f} | "
+                     f"{r['tokens_in']:.0f} / {r['tokens_out']:.0f} | {r['p50_s'] / base:.2f} |")
+    lines += ["", f"Positives (a gold chunk in the top {args.k}): {results[0]['positives']} of {len(items)}.", ""]
+    for r in results:
+        lines += [f"<details><summary>{r['model']}: every item</summary>", "",
+                  "| id | type | gold shown | said relevant | reason |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {i} | {t} | {p} | {s} | {why.replace('|', '/')} |" for i, t, p, s, why in r["rows"]]
+        lines += ["", "</details>", ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
