@@ -84,3 +84,21 @@ def test_length_hints_are_dropped_for_groq_strict_schemas_and_kept_for_best_effo
     assert strict["strict"] and strict["schema"]["properties"]["reason"] == {"type": "string"}
     loose = response_format_for("meta-llama/llama-4-scout-17b-16e-instruct", request)["json_schema"]
     assert loose["schema"]["properties"]["reason"]["maxLength"] == 100
+
+
+def test_raw_quotes_in_the_last_free_text_field_survive_and_are_re_escaped():
+    """The 'The ' bug: a JSON grammar ends a string at the model's first unescaped quote."""
+    import json
+
+    from rag.lm.local import close_last_string, open_last_string
+
+    schema = {"type": "object", "properties": {"cited_ids": {"type": "array", "items": {"type": "string"}},
+                                               "answer": {"type": "string"}}, "required": ["cited_ids", "answer"]}
+    opened, name = open_last_string(bound_schema(schema, max_tokens=512))
+    assert name == "answer" and '"' not in opened["properties"]["answer"]["pattern"].split("]")[0]  # quotes allowed
+    raw = '{"cited_ids": ["bool#001"], "answer": "The expression "not \'foo\'" is False [bool#001]."}'
+    text, cut = close_last_string(raw, "answer")
+    assert json.loads(text)["answer"] == 'The expression "not \'foo\'" is False [bool#001].' and not cut
+    text, cut = close_last_string('{"cited_ids": [], "answer": "It runs on and o', "answer")
+    assert json.loads(text)["answer"] == "It runs on and o" and cut  # generation stopped inside: noted as cut
+    assert open_last_string({"type": "object", "properties": {"ok": {"type": "boolean"}}})[1] is None
