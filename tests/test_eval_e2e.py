@@ -1,4 +1,4 @@
-"""`rag eval --gate` end to end on the real embedded model: the small, fast CI subset the issue asks for.
+"""`rag eval --gate` end to end on a real embedded model (SmolLM2, the fast one): the small CI subset.
 
 Golden items whose evidence lives in the topics of the shared small built-in index (tests/retrieval_support.py),
 plus one unanswerable item; a real run, real judge, real thresholds file (rag/configs/gate_ci.json).
@@ -19,7 +19,7 @@ IDS = ("pyref-a-005", "pyref-v-015", "pyref-u-001")
 
 
 def test_gated_eval_on_the_embedded_model(tmp_path):
-    from retrieval_support import small_index
+    from tests.retrieval_support import small_index
 
     rows = [json.loads(line) for line in (PROJECT_ROOT / "golden" / "python_ref.jsonl").read_text().splitlines()]
     golden = tmp_path / "subset.jsonl"
@@ -27,6 +27,7 @@ def test_gated_eval_on_the_embedded_model(tmp_path):
     out = tmp_path / "run"
     args = ["eval", "--config", "full", "--golden", str(golden), "--index-dir", str(small_index().dir),
             "--out", str(out), "--json", "--quiet", "--set", "max_rewrites=1", "--set", "top_k=3",
+            "--set", "embedded_model=smollm2-135m",  # the harness's mechanics on the fast model (CI time)
             "--gate", str(PROJECT_ROOT / "rag" / "configs" / "gate_ci.json")]
     result = CliRunner().invoke(app, args)
     summary = json.loads(result.stdout[result.stdout.index("{"):])
