@@ -19,11 +19,15 @@ kernel if the process dies, and removed when the build ends).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): builds are not locked
+    fcntl = None  # type: ignore[assignment]
 
 from rag.errors import InputError
 
@@ -99,6 +103,9 @@ def lock_path(root: Path) -> Path:
 def build_lock(root: Path) -> Iterator[Path]:
     """Hold the build lock of ``root`` (InputError at once when another build holds it); removed on exit."""
     path = lock_path(root)
+    if fcntl is None:
+        yield path
+        return
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
