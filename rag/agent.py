@@ -15,7 +15,7 @@ from typing import Any
 
 import dspy
 
-from rag.context import clean_answer, extract_citations, format_context, split_citations
+from rag.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
 from rag.errors import InputError
 from rag.metering import CallStats, metered_call
 from rag.trace import Step, Trace
@@ -79,10 +79,18 @@ class Sieve(dspy.Module):
         step.verdict, step.reason, step.chosen_ids = bool(pred.relevant), str(pred.reason or ""), chosen
         if not step.verdict:
             return [], step.reason
+        accepted = [h for h in hits if h.chunk_id in chosen]
         if not chosen:  # relevant, but no usable ids: the context as a whole was accepted
             step.notes.append("grader said relevant without valid ids; using all shown passages")
-            return list(hits), step.reason
-        return [h for h in hits if h.chunk_id in chosen], step.reason
+            accepted = list(hits)
+        subject = " ".join(str(getattr(pred, "subject", "") or "").split())
+        missing = missing_terms(subject, accepted)
+        if missing:  # the grader's own subject is not in what it accepted: it cannot be the answer
+            step.verdict, step.reason = False, f"the passages do not mention {', '.join(missing)}"
+            step.notes.append(f"grader said relevant, but its subject {subject!r} is not in the accepted passages "
+                              f"(missing: {', '.join(missing)}); verdict set to not relevant")
+            return [], step.reason
+        return accepted, step.reason
 
     def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
         step = trace.add(Step(node="rewrite", query=tried[-1]))

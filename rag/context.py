@@ -76,3 +76,26 @@ def clean_answer(answer: str, shown_ids: Sequence[str], invalid: Iterable[str]) 
     for ref in invalid:
         answer = answer.replace(f"[{ref}]", "")
     return re.sub(r"[ \t]{2,}", " ", answer).strip()
+
+
+_FILLER = frozenset("a an and are as at be by can do does for from how i in is it of on or the to use used what when "
+                    "which why with my you your "  # English filler, then the kinds of name the grader is told to give
+                    "keyword keywords statement statements operator operators function functions method methods "
+                    "module modules option options argument arguments parameter parameters clause expression "
+                    "expressions attribute attributes class type types object objects value values built-in".split())
+
+
+def missing_terms(subject: str, hits: Sequence[Any]) -> list[str]:
+    """The words of the grader's named subject that appear in none of ``hits`` (text or title), case-insensitive.
+
+    Only words with at least two letters are checked (``-1**2`` or ``**`` are not), and filler words are
+    skipped. A subject the passages never mention cannot be what they answer: the agent's guard against
+    a small grader that calls any passage on a related topic relevant.
+    """
+    text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
+    out = []
+    for word in subject.split():
+        term = word.strip("`'\"()[]{},:;?!").rstrip(".").lower()
+        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in text and term not in out:
+            out.append(term)
+    return out

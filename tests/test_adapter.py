@@ -69,7 +69,7 @@ def test_output_max_length_reaches_the_schema_the_engine_constrains_to():
     properties = kwargs["response_format"].model_json_schema()["properties"]
     assert properties["reason"]["maxLength"] == 100
     assert "maxLength" not in properties["relevant_chunk_ids"]
-    assert list(properties) == ["relevant_chunk_ids", "relevant", "reason"]
+    assert list(properties) == ["subject", "relevant_chunk_ids", "relevant", "reason"]
 
 
 def test_length_hints_are_dropped_for_groq_strict_schemas_and_kept_for_best_effort_ones():

@@ -162,3 +162,22 @@ def test_missing_index_names_the_command_that_builds_it(tmp_path):
 
     with pytest.raises(IndexNotFound, match="rag index"):
         Retriever.from_settings(load_settings({"index_dir": tmp_path / "nope"}))
+
+
+def test_a_relevant_verdict_whose_subject_the_passages_never_mention_is_overruled(retriever):
+    """A small grader calls a passage on a related topic relevant; its own named subject gives it away."""
+    pred = run(retriever, [
+        {"subject": "json.dumps indent", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says so"},
+    ], question="What does the indent argument of json.dumps do?", max_rewrites=0)
+    assert pred.refused and nodes(pred) == ["retrieve", "grade", "refuse"]
+    grade = pred.trace.of("grade")[0]
+    assert grade.verdict is False and grade.reason == "the passages do not mention json.dumps, indent"
+    assert any("verdict set to not relevant" in note for note in grade.notes)
+
+
+def test_a_subject_in_the_accepted_passage_keeps_the_verdict(retriever):
+    pred = run(retriever, [
+        {"subject": "the with statement", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says"},
+        {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."},
+    ])
+    assert not pred.refused and pred.trace.of("grade")[0].verdict is True

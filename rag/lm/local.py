@@ -319,8 +319,10 @@ class LlamaCppEngine:
             sieve_notes.append(f"structured output did not parse: {problem}")
             log.warning("embedded model: structured output did not parse (%s); finish_reason=%s", problem,
                         choice.get("finish_reason"))
+        declared = {n for n, prop in ((fmt.schema or {}).get("properties") or {}).items()
+                    if isinstance(prop, dict) and "maxLength" in prop}  # a signature's own bound is by design
         cuts = [(name, f"stopped at its {limit}-character bound")
-                for name, limit in (cut_fields(text, bounded) if bounded and not problem else [])]
+                for name, limit in (cut_fields(text, bounded) if bounded and not problem else []) if name not in declared]
         if unclosed and free not in {name for name, _ in cuts}:
             cuts.append((free, f"was cut by max_tokens ({max_tokens})"))
         for name, why in cuts:
