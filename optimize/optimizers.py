@@ -94,8 +94,9 @@ def with_feedback(role: str, metric: Any) -> Any:
             else:
                 text = "Correct: nothing shown answers the question."
         elif role == "rewriter":
-            text = ("The new query retrieved a passage that answers the question." if score > 0 else
-                    "The new query did not retrieve any passage that answers the question; use the documentation's terms.")
+            text = ("The new query retrieved a passage that answers the question, and the grader accepted it." if score > 0
+                    else "The new query did not retrieve a passage that answers the question (or the grader rejected "
+                         "it); use the documentation's terms.")
         elif role == "answerer":
             text = f"Score {score:.2f}. Reference answer: {gold.reference_answer}. Cite the passage ids you use."
         elif role == "agent":

@@ -1,15 +1,18 @@
 """One small DSPy program per role, its examples built from the golden set, and its metric.
 
 Each role is compiled on its own (cheaper and clearer than end to end on a small model), then the
-compiled predictor is put back into the agent. Metrics score one prediction with the same definitions
-the evaluation harness uses for a whole run (rag.agent_metrics), so compile and eval agree.
+compiled predictor is put back into the agent. Each metric is a function of rag.decisions, the definitions
+``rag eval`` pools over a run (rag.agent_metrics), so a role's compile score and its eval figure agree:
 
-    role      inputs                                   metric (1.0 = perfect)
-    grader    question, context (first retrieval)      set-level agreement with gold relevance, and
-                                                       chunk-level Jaccard of the chosen ids
-    rewriter  question, tried queries, grader reason   a gold chunk is in the top-k for the new query,
-                                                       and the grader then passes
-    answerer  question, gold context                   judge: correct and faithful, citations valid
+    role      inputs                                   metric (1.0 = perfect)             reported by rag eval as
+    grader    question, context (first retrieval)      grader_score: 0.6 x set-level      grader score
+                                                       agreement + 0.4 x chunk-level F1
+                                                       of the passages the agent uses
+    rewriter  question, tried queries, grader reason   rewrite_succeeded: a gold chunk is  rewrite success rate
+                                                       in the top-k for the new query and
+                                                       the grader then passes
+    answerer  question, gold context                   answer_score: judged correct,       answer score
+                                                       judged faithful, citations valid
     judge     question, reference, candidate, context  agreement with the human labels (golden/)
     agent     question (the whole program, end to end) refuses exactly when it should; else the
                                                        answerer's metric on its answer and cited passages
@@ -24,7 +27,7 @@ from typing import Any
 
 import dspy
 
-from rag.agent_metrics import f1, grade_confusion
+from rag.decisions import answer_score, grader_score, rewrite_succeeded
 from rag.context import extract_citations, format_context, split_citations
 from signatures import Answerer, Grader, Judge, Rewriter
 
@@ -124,27 +127,25 @@ def judge_example(label: dict[str, Any], reference_answer: str = "") -> dspy.Exa
 
 # ------------------------------------------------------------------ metrics
 def grader_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
-    """0.6 x set-level agreement + 0.4 x chunk-level F1, the harness's grader definitions on one step."""
-    chosen = [str(i) for i in (pred.relevant_chunk_ids or [])] if pred.relevant else []
-    set_conf, chunk_conf = grade_confusion(bool(pred.relevant), example.shown_ids, chosen,
-                                           set(example.relevant_chunk_ids))
-    score = 0.6 * (set_conf["tp"] + set_conf["tn"]) + 0.4 * f1(chunk_conf)
+    """rag.decisions.grader_score of this one grade step (rag eval's "grader score" is its mean over steps)."""
+    score = grader_score(bool(pred.relevant), example.shown_ids, [str(i) for i in (pred.relevant_chunk_ids or [])],
+                         set(example.relevant_chunk_ids))
     return score >= 0.8 if trace is not None else score
 
 
 def make_rewriter_metric(retriever: Any, k: int, grade: dspy.Module | None) -> Callable[..., float]:
+    """rag.decisions.rewrite_succeeded for the new query: 1 when a gold chunk is in its top-k and ``grade`` then
+    passes, else 0 (rag eval's rewrite success rate). ``grade=None`` scores the retrieval half alone (a probe)."""
     def rewriter_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
         query = " ".join(str(pred.query or "").split())
         if not query:
             return 0.0
         hits = retriever.search(query, k=k)
-        if not any(h.chunk_id in example.gold_ids for h in hits):
-            return 0.0
-        if grade is None:
-            return 1.0
+        gold, ids = set(example.gold_ids), [h.chunk_id for h in hits]
+        if grade is None or not gold & set(ids):
+            return float(bool(gold & set(ids)))
         verdict = grade(question=example.question, context=format_context(hits))
-        score = 1.0 if verdict.relevant else 0.5
-        return score >= 1.0 if trace is not None else score
+        return float(rewrite_succeeded(bool(verdict.relevant), ids, gold))
     return rewriter_metric
 
 
@@ -152,11 +153,10 @@ def make_answerer_metric(judge: dspy.Module, judge_lm: dspy.BaseLM | None) -> Ca
     def answerer_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
         answer = str(pred.answer or "")
         valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), example.shown_ids)
-        cites_ok = float(bool(valid) and not invalid)
         with dspy.context(lm=judge_lm) if judge_lm is not None else nullcontext():
             verdict = judge(question=example.question, reference_answer=example.reference_answer,
                             candidate_answer=answer, context=example.context)
-        score = (float(bool(verdict.correct)) + float(bool(verdict.faithful)) + cites_ok) / 3
+        score = answer_score(bool(verdict.correct), bool(verdict.faithful), len(valid), len(invalid))
         return score >= 1.0 if trace is not None else score
     return answerer_metric
 

@@ -67,7 +67,10 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
     tasks: dict[str, RoleTask] = {}
 
     if "grader" in roles:
-        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id])) for i in items]
+        # only items whose gold is known (as rag eval scores the grader): an answerable item without gold
+        # chunks would otherwise teach "not relevant" for a context that may well answer it
+        known = [i for i in items if i.should_refuse or gold[i.id]]
+        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id])) for i in known]
         splits = _by_split(pairs, "grader")
         kinds = {bool(ex.relevant) for ex in splits["train"]}
         if len(kinds) < 2:

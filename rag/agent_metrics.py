@@ -1,76 +1,51 @@
 """Agent metrics: every decision of a run, scored against the golden set.
 
 Two pure functions. ``score_item`` turns one item's trace into per-item facts (counts, flags, the first
-retrieval's scores); ``summarize`` aggregates a list of those into metrics. A metric that cannot be computed
-is ``None`` and ``why[name]`` says why. Definitions (``gold`` = the item's gold chunk ids):
+retrieval's scores); ``summarize`` aggregates a list of those into metrics, each with its 95% interval and n.
+A metric that cannot be computed is ``None`` and ``why[name]`` says why. Each decision is scored by the one
+definition in rag.decisions, which ``rag compile`` also uses per example. ``gold`` = the item's gold chunk ids;
+its gold is *known* for unanswerable items (empty by definition) and answerable items with a gold chunk.
 
-Grader (only items whose gold is known: unanswerable items, whose gold is empty by definition, and
-answerable items with at least one gold chunk)
+Grader (items whose gold is known)
   set level     one prediction per grade step: predicted = the verdict; actual = the shown context holds
                 at least one gold chunk. precision = TP/(TP+FP), recall = TP/(TP+FN), pooled over steps.
-  chunk level   one prediction per shown chunk of each grade step: predicted = the grader listed it
-                (``chosen_ids``); actual = it is gold. Pooled like the set level.
-Refusal         correct-refusal rate = refused unanswerable / unanswerable;
-                false-refusal rate = refused answerable / answerable (answerable = vague + answerable).
-Rewrites        success rate = rewrites after which the next grade passed AND the next retrieval held a
-                gold chunk / rewrites (answerable items with gold only); rewrites per answerable item;
-                steps per query (every trace step: retrieve, grade, rewrite, answer/refuse) mean and p95;
+  chunk level   one prediction per shown chunk of each grade step: predicted = the agent used it (``used_ids``:
+                nothing after a rejection, every shown chunk after "relevant" without ids); actual = it is gold.
+  score         mean over grade steps of ``grader_score``, the metric ``rag compile`` optimizes the grader on.
+Refusal         correct-refusal rate = refused unanswerable / unanswerable questions; false-refusal rate =
+                refused answerable / answerable questions (answerable = vague + answerable). An item whose
+                agent errored was not refused; the error rate is reported beside them.
+Rewrites        success rate = rewrites after which the next grade passed AND the next retrieval held a gold
+                chunk / all rewrites on items whose gold is known (a rewrite of an unanswerable question cannot
+                succeed); rewrites per answerable item; steps per query (every trace step) mean and p95;
                 loop rate = share of items (reflection on) that used all ``max_rewrites``.
 Retrieval       on the FIRST retrieval only, cut at k: Recall@k, MRR@k, hit@k (items with gold), needle
                 recall (items with evidence strings).
 Answers         correctness = judged correct / judged answered answerable items; faithfulness = judged
                 faithful / judged answered items; citation validity = valid / (valid + invalid) citations;
-                end-to-end accuracy = correct answers / answerable items (refusals and errors count as wrong).
+                answer score = mean ``answer_score`` of judged answered answerable items (compile's answerer
+                metric); end-to-end accuracy = correct answers / answerable items (refusals, errors = wrong).
 Ops             latency p50/p95 per query (sum of its steps) and per node (per step); tokens and cost per
                 query. A cached step is charged ``original_latency_ms`` when the harness knows it, and
-                counted in ``cached_step_share``.
+                counted in ``cached_step_share``. error rate = items whose agent raised / items.
+Intervals       ``ci[name] = {lo, hi, n, unit, items, method}``: each metric is pooled from per-item
+                contributions (rag.pooled): Wilson for a share of items; a bootstrap over items (which keeps
+                an item's steps together) for means and percentiles; the wider of the two for pooled counts.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rag.decisions import answer_score, confusion, f1, grade_confusion, grader_score, rewrite_succeeded
 from rag.metrics import hit_at_k, mrr_at_k, needle_recall, recall_at_k
+from rag.pooled import Pooled
+from rag.stats import percentile
+
+__all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "rescore", "score_item", "summarize"]
 
 LM_NODES = ("grade", "rewrite", "answer")
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (numpy's default), ``q`` in [0, 100]; None for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def _confusion() -> dict[str, int]:
-    return {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
-
-
-def _add(conf: dict[str, int], predicted: bool, actual: bool) -> None:
-    conf[("t" if predicted == actual else "f") + ("p" if predicted else "n")] += 1
-
-
-def grade_confusion(verdict: bool, shown: Sequence[str], chosen: Sequence[str],
-                    gold: set[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """One grade step scored at set level (one prediction) and chunk level (one per shown chunk).
-
-    The evaluation harness pools these over a run; the optimizer's grader metric scores them one by one."""
-    set_conf, chunk_conf = _confusion(), _confusion()
-    _add(set_conf, verdict, bool(gold & set(shown)))
-    for cid in shown:
-        _add(chunk_conf, cid in set(chosen), cid in gold)
-    return set_conf, chunk_conf
-
-
-def f1(conf: Mapping[str, int]) -> float:
-    """F1 of a confusion; 1.0 when there was nothing to find and nothing was claimed."""
-    tp, fp, fn = conf["tp"], conf["fp"], conf["fn"]
-    return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
 
 
 def _step_latency(step: Mapping[str, Any]) -> float:
@@ -83,31 +58,29 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
                max_rewrites: int | None = None, judge: Mapping[str, Any] | None = None,
                chunk_text: Mapping[str, str] | None = None, error: str | None = None) -> dict[str, Any]:
     """Per-item facts for ``summarize``. ``prediction`` is ``prediction_to_dict(pred)`` (None when the agent failed)."""
+    gold_known = bool(item.should_refuse) or bool(gold)
     base: dict[str, Any] = {"id": item.id, "type": item.type, "should_refuse": bool(item.should_refuse),
-                            "has_gold": bool(gold), "has_evidence": bool(item.evidence), "k": k,
-                            "max_rewrites": max_rewrites, "status": "error" if prediction is None else "ok",
-                            "error": error}
+                            "has_gold": bool(gold), "gold_known": gold_known, "has_evidence": bool(item.evidence),
+                            "k": k, "max_rewrites": max_rewrites, "status": "error" if prediction is None else "ok",
+                            "error": error, "refused": False, "answered": False}
     if prediction is None:
         return base
     steps = list(prediction["trace"]["steps"])
-    gold_known = bool(item.should_refuse) or bool(gold)
     grades = [s for s in steps if s["node"] == "grade"]
     rewrites = [i for i, s in enumerate(steps) if s["node"] == "rewrite"]
     answered = not prediction["refused"]
 
-    grade_set = grade_chunk = None
+    grade_set = grade_chunk = grader_scores = None
     if gold_known:
-        grade_set, grade_chunk = _confusion(), _confusion()
+        grade_set, grade_chunk, grader_scores = confusion(), confusion(), []
         for g in grades:
-            one_set, one_chunk = grade_confusion(bool(g.get("verdict")), g.get("shown_ids") or [],
-                                                 g.get("chosen_ids") or [], gold)
-            for total, one in ((grade_set, one_set), (grade_chunk, one_chunk)):
+            args = (bool(g.get("verdict")), g.get("shown_ids") or [], g.get("chosen_ids") or [], gold)
+            for total, one in zip((grade_set, grade_chunk), grade_confusion(*args)):
                 for key in total:
                     total[key] += one[key]
+            grader_scores.append(grader_score(*args))
 
-    successes = None
-    if gold and not item.should_refuse:
-        successes = sum(_rewrite_succeeded(steps, i, gold) for i in rewrites)
+    successes = sum(_rewrite_succeeded(steps, i, gold) for i in rewrites) if gold_known else None
 
     retrieval: dict[str, float | None] = {"recall_at_k": None, "mrr_at_k": None, "hit_at_k": None, "needle_recall": None}
     first = next((s for s in steps if s["node"] == "retrieve"), None)
@@ -124,18 +97,21 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
         correct = bool(judge.get("correct")) if not item.should_refuse else None
         faithful = bool(judge.get("faithful"))
     e2e = None if item.should_refuse else bool(answered and correct)
+    valid = len(prediction.get("citations") or []) if answered else 0
+    invalid = len(prediction.get("invalid_citations") or []) if answered else 0
 
     by_node: dict[str, list[float]] = {}
     for s in steps:
         by_node.setdefault(s["node"], []).append(_step_latency(s))
     lm_steps = [s for s in steps if s["node"] in LM_NODES and s.get("model")]
-    return {**base, "gold_known": gold_known, "refused": bool(prediction["refused"]), "answered": answered,
+    return {**base, "refused": bool(prediction["refused"]), "answered": answered,
             "n_grade_steps": len(grades), "grade_set": grade_set, "grade_chunk": grade_chunk,
-            "rewrites": len(rewrites), "rewrite_successes": successes, "steps": len(steps),
+            "grader_scores": grader_scores, "rewrites": len(rewrites), "rewrite_successes": successes,
+            "steps": len(steps),
             "used_all_rewrites": (len(rewrites) >= max_rewrites) if (max_rewrites and grades) else None,
             **retrieval, "judged_correct": correct, "judged_faithful": faithful, "e2e_correct": e2e,
-            "citations_valid": len(prediction.get("citations") or []) if answered else 0,
-            "citations_invalid": len(prediction.get("invalid_citations") or []) if answered else 0,
+            "answer_score": answer_score(correct, faithful, valid, invalid) if correct is not None else None,
+            "citations_valid": valid, "citations_invalid": invalid,
             "latency_ms": sum(sum(v) for v in by_node.values()), "latency_by_node": by_node,
             "tokens_in": sum(int(s.get("tokens_in") or 0) for s in steps),
             "tokens_out": sum(int(s.get("tokens_out") or 0) for s in steps),
@@ -149,109 +125,134 @@ def _rewrite_succeeded(steps: Sequence[Mapping[str, Any]], at: int, gold: set[st
     grade = next((s for s in steps[at + 1:] if s["node"] == "grade"), None)
     if retrieve is None or grade is None:
         return False
-    return bool(grade.get("verdict")) and bool(gold & {h["chunk_id"] for h in retrieve.get("hits") or []})
+    return rewrite_succeeded(grade.get("verdict"), [h["chunk_id"] for h in retrieve.get("hits") or []], gold)
 
 
-def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
+def rescore(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``score_item`` again for a stored eval record, with the current definitions (for runs written by an older
+    Sieve). Needle recall needs chunk texts, which a record does not hold: it keeps the stored value."""
+    from types import SimpleNamespace
+
+    old = record.get("scores") or {}
+    item = SimpleNamespace(id=record["id"], type=record["type"], should_refuse=bool(record["should_refuse"]),
+                           evidence=list(record.get("evidence") or []))
+    verdict = record.get("judge")
+    new = score_item(item, record.get("prediction"), set(record.get("gold_ids") or []), k=old.get("k") or 4,
+                     max_rewrites=old.get("max_rewrites"), error=record.get("error"),
+                     judge=verdict if verdict and "error" not in verdict else None)
+    if "needle_recall" in new:
+        new["needle_recall"] = old.get("needle_recall")
+    return new
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _metrics(scores: Sequence[Mapping[str, Any]]) -> Pooled:
+    """Every metric as per-item contributions (one entry per item of ``scores``, in order), pooled."""
+    ok = [s["status"] == "ok" for s in scores]
+    m = Pooled(len(scores))
 
+    def per(f: Any, where: Any = lambda s: True) -> list[Any]:
+        """``f(score)`` for ok items where ``where`` holds, None for the others."""
+        return [f(s) if good and where(s) else None for s, good in zip(scores, ok)]
 
-def summarize(scores: Sequence[Mapping[str, Any]], *, by_type: bool = True) -> dict[str, Any]:
-    """Aggregate ``score_item`` outputs: ``{"n", "counts", "metrics", "why", "latency_by_node", "by_type"}``."""
-    ok = [s for s in scores if s["status"] == "ok"]
-    errors = len(scores) - len(ok)
-    ans = [s for s in ok if not s["should_refuse"]]
-    unans = [s for s in ok if s["should_refuse"]]
-    m: dict[str, float | None] = {}
-    why: dict[str, str] = {}
+    def num_den(pairs: list[Any]) -> tuple[list[float], list[float]]:
+        return [p[0] if p else 0.0 for p in pairs], [p[1] if p else 0.0 for p in pairs]
 
-    def put(name: str, value: float | None, reason: str) -> None:
-        m[name] = value
-        if value is None:
-            why[name] = reason
-
-    no_grades = not any(s["n_grade_steps"] for s in ok)
-    for level in ("set", "chunk"):
-        conf = _confusion()
-        for s in ok:
-            for key, v in (s.get(f"grade_{level}") or {}).items():
-                conf[key] += v
+    no_grades = not any(s.get("n_grade_steps") for s, good in zip(scores, ok) if good)
+    no_grade_reason = "no grade steps: reflection off" if any(ok) else "no items ran"
+    for level, unit in (("set", "grade steps"), ("chunk", "graded chunks")):
+        confs = per(lambda s: s.get(f"grade_{level}"), lambda s: bool(s.get(f"grade_{level}")))
         if no_grades:
-            reason_p = reason_r = "no grade steps: reflection off" if ok else "no items ran"
-        elif not any(s.get(f"grade_{level}") for s in ok):
+            reason_p = reason_r = no_grade_reason
+        elif not any(confs):
             reason_p = reason_r = "no grade steps on items with known gold"
         elif level == "set":
-            reason_p = "the grader never said relevant"
-            reason_r = "no graded context contained a gold chunk"
+            reason_p, reason_r = "the grader never said relevant", "no graded context contained a gold chunk"
         else:
-            reason_p = "the grader never listed a shown chunk id as relevant"
-            reason_r = "no shown chunk was gold"
-        put(f"grader_{level}_precision", _ratio(conf["tp"], conf["tp"] + conf["fp"]), reason_p)
-        put(f"grader_{level}_recall", _ratio(conf["tp"], conf["tp"] + conf["fn"]), reason_r)
+            reason_p, reason_r = "the agent used no shown chunk (every verdict was not relevant)", "no shown chunk was gold"
+        m.ratio(f"grader_{level}_precision", *num_den([(c["tp"], c["tp"] + c["fp"]) if c else None for c in confs]),
+                unit, reason_p)
+        m.ratio(f"grader_{level}_recall", *num_den([(c["tp"], c["tp"] + c["fn"]) if c else None for c in confs]),
+                unit, reason_r)
+    m.ratio("grader_score", *num_den(per(lambda s: (sum(s["grader_scores"]), len(s["grader_scores"])),
+                                         lambda s: bool(s.get("grader_scores")))),
+            "grade steps", no_grade_reason if no_grades else "no grade steps on items with known gold", kind="mean")
 
-    put("correct_refusal_rate", _ratio(sum(s["refused"] for s in unans), len(unans)), "no unanswerable items")
-    put("false_refusal_rate", _ratio(sum(s["refused"] for s in ans), len(ans)), "no answerable items")
+    # refusals and errors: every item of its kind counts (an errored item was not refused)
+    m.share("correct_refusal_rate", [s.get("refused") if s["should_refuse"] else None for s in scores],
+            "no unanswerable items")
+    m.share("false_refusal_rate", [None if s["should_refuse"] else s.get("refused") for s in scores],
+            "no answerable items")
+    m.share("error_rate", [not good for good in ok], "no items")
 
-    eligible = [s for s in ok if s["rewrite_successes"] is not None]
-    n_rew = sum(s["rewrites"] for s in eligible)
-    put("rewrite_success_rate", _ratio(sum(s["rewrite_successes"] for s in eligible), n_rew),
-        "no grade steps: reflection off" if no_grades else "no rewrites on answerable items with gold")
-    put("rewrites_per_answerable", _mean([s["rewrites"] for s in ans]), "no answerable items")
-    put("steps_mean", _mean([s["steps"] for s in ok]), "no items ran")
-    put("steps_p95", percentile([s["steps"] for s in ok], 95), "no items ran")
-    looped = [s["used_all_rewrites"] for s in ok if s["used_all_rewrites"] is not None]
-    put("loop_rate", _mean([float(x) for x in looped]),
-        "no grade steps: reflection off" if no_grades else "max_rewrites is 0")
+    m.ratio("rewrite_success_rate", *num_den(per(lambda s: (s["rewrite_successes"], s["rewrites"]),
+                                                 lambda s: s.get("rewrite_successes") is not None)),
+            "rewrites", no_grade_reason if no_grades else "no rewrites on items with known gold")
+    m.mean("rewrites_per_answerable", per(lambda s: s["rewrites"], lambda s: not s["should_refuse"]), "items",
+           "no answerable items")
+    m.mean("steps_mean", per(lambda s: s["steps"]), "items", "no items ran")
+    m.pct("steps_p95", per(lambda s: s["steps"]), 95, "items", "no items ran")
+    m.share("loop_rate", per(lambda s: s["used_all_rewrites"]), no_grade_reason if no_grades else "max_rewrites is 0")
 
-    for name in ("recall_at_k", "mrr_at_k", "hit_at_k"):
-        put(name, _mean([s[name] for s in ok if s[name] is not None]), "no items with gold chunks")
-    put("needle_recall", _mean([s["needle_recall"] for s in ok if s["needle_recall"] is not None]),
-        "no items with evidence strings")
+    for name in ("recall_at_k", "mrr_at_k"):
+        m.mean(name, per(lambda s: s[name]), "items", "no items with gold chunks")
+    m.share("hit_at_k", per(lambda s: s["hit_at_k"]), "no items with gold chunks")
+    m.mean("needle_recall", per(lambda s: s["needle_recall"]), "items", "no items with evidence strings")
 
-    judged = [s for s in ok if s["judged_faithful"] is not None]
-    answered = [s for s in ok if s["answered"]]
-    no_judge = "no answered items" if not answered else "no answers were judged (judge off)"
-    put("answer_correctness", _mean([float(s["judged_correct"]) for s in judged if s["judged_correct"] is not None]),
-        no_judge if not judged else "no answered answerable items")
-    put("faithfulness", _mean([float(s["judged_faithful"]) for s in judged]), no_judge)
-    valid, invalid = sum(s["citations_valid"] for s in ok), sum(s["citations_invalid"] for s in ok)
-    put("citation_validity", _ratio(valid, valid + invalid),
-        "no answered items" if not answered else "answers cited nothing")
-    answerable_all = [s for s in scores if not s["should_refuse"]]
-    e2e_reason = "no answerable items"
-    if answered and not judged:
-        e2e_reason = "no answers were judged (judge off)"
-    put("e2e_accuracy", None if (answered and not judged) else
-        _ratio(sum(bool(s.get("e2e_correct")) for s in answerable_all), len(answerable_all)), e2e_reason)
+    judged = per(lambda s: True, lambda s: s["judged_faithful"] is not None)
+    any_answered = any(per(lambda s: s["answered"], lambda s: s["answered"]))
+    no_judge = "no answered items" if not any_answered else "no answers were judged (judge off)"
+    m.share("answer_correctness", per(lambda s: s["judged_correct"], lambda s: s["judged_faithful"] is not None),
+            no_judge if not any(judged) else "no answered answerable items")
+    m.share("faithfulness", per(lambda s: s["judged_faithful"]), no_judge)
+    m.mean("answer_score", per(lambda s: s.get("answer_score")), "items",
+           no_judge if not any(judged) else "no answered answerable items")
+    m.ratio("citation_validity", *num_den(per(lambda s: (s["citations_valid"], s["citations_valid"] + s["citations_invalid"]))),
+            "citations", "no answered items" if not any_answered else "answers cited nothing")
+    if any_answered and not any(judged):
+        m.put_none("e2e_accuracy", "items", "no answers were judged (judge off)")
+    else:
+        m.share("e2e_accuracy", [None if s["should_refuse"] else bool(s.get("e2e_correct")) for s in scores],
+                "no answerable items")
 
-    lat = [s["latency_ms"] for s in ok]
-    put("latency_p50_ms", percentile(lat, 50), "no items ran")
-    put("latency_p95_ms", percentile(lat, 95), "no items ran")
-    put("tokens_in_per_query", _mean([s["tokens_in"] for s in ok]), "no items ran")
-    put("tokens_out_per_query", _mean([s["tokens_out"] for s in ok]), "no items ran")
-    put("cost_per_query", _mean([s["cost"] for s in ok]), "no items ran")
-    lm_steps = sum(s["lm_steps"] for s in ok)
-    put("cached_step_share", _ratio(sum(s["cached_steps"] for s in ok), lm_steps), "no LM steps")
-    put("error_rate", _ratio(errors, len(scores)), "no items")
+    lat = per(lambda s: s["latency_ms"])
+    m.pct("latency_p50_ms", lat, 50, "items", "no items ran")
+    m.pct("latency_p95_ms", lat, 95, "items", "no items ran")
+    for name, key in (("tokens_in_per_query", "tokens_in"), ("tokens_out_per_query", "tokens_out"),
+                      ("cost_per_query", "cost")):
+        m.mean(name, per(lambda s: s[key]), "items", "no items ran")
+    m.ratio("cached_step_share", *num_den(per(lambda s: (s["cached_steps"], s["lm_steps"]))), "LM steps", "no LM steps")
+    return m
 
+
+def intervals(scores: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """95% interval and n of every computed metric of ``scores`` (rag.pooled: Wilson or a bootstrap over items)."""
+    return _metrics(scores).intervals()
+
+
+def summarize(scores: Sequence[Mapping[str, Any]], *, by_type: bool = True, with_intervals: bool = True) -> dict[str, Any]:
+    """Aggregate ``score_item`` outputs: ``{"n", "counts", "metrics", "why", "ci", "latency_by_node", "by_type"}``."""
+    ok = [s for s in scores if s["status"] == "ok"]
+    m = _metrics(scores)
     nodes: dict[str, list[float]] = {}
     for s in ok:
         for node, values in s["latency_by_node"].items():
             nodes.setdefault(node, []).extend(values)
+    lm_steps = sum(s["lm_steps"] for s in ok)
     out: dict[str, Any] = {
         "n": len(scores),
-        "counts": {"items": len(scores), "ok": len(ok), "errors": errors, "answerable": len(ans),
-                   "unanswerable": len(unans), "answered": len(answered), "judged": len(judged),
+        "counts": {"items": len(scores), "ok": len(ok), "errors": len(scores) - len(ok),
+                   "answerable": sum(not s["should_refuse"] for s in scores),
+                   "unanswerable": sum(bool(s["should_refuse"]) for s in scores),
+                   "answered": sum(s["answered"] for s in ok), "judged": sum(s["judged_faithful"] is not None for s in ok),
                    "lm_steps": lm_steps, "cached_steps": sum(s["cached_steps"] for s in ok)},
-        "metrics": m, "why": why,
+        "metrics": m.values, "why": m.why,
         "latency_by_node": {n: {"n": len(v), "p50_ms": percentile(v, 50), "p95_ms": percentile(v, 95)}
                             for n, v in sorted(nodes.items())},
     }
+    if with_intervals:
+        out["ci"] = m.intervals()
     if by_type:
         types = sorted({s["type"] for s in scores})
-        out["by_type"] = {t: summarize([s for s in scores if s["type"] == t], by_type=False) for t in types}
+        out["by_type"] = {t: summarize([s for s in scores if s["type"] == t], by_type=False,
+                                       with_intervals=with_intervals) for t in types}
     return out

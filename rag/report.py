@@ -24,12 +24,15 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("answer_correctness", "Answer correctness (judge)", "pct"),
     ("faithfulness", "Faithfulness (judge)", "pct"),
     ("citation_validity", "Citation validity", "pct"),
+    ("answer_score", "Answer score (compile metric)", "num"),
     ("correct_refusal_rate", "Correct-refusal rate", "pct"),
     ("false_refusal_rate", "False-refusal rate", "pct"),
+    ("error_rate", "Agent errors", "pct"),
     ("grader_set_precision", "Grader precision (set)", "pct"),
     ("grader_set_recall", "Grader recall (set)", "pct"),
     ("grader_chunk_precision", "Grader precision (chunk)", "pct"),
     ("grader_chunk_recall", "Grader recall (chunk)", "pct"),
+    ("grader_score", "Grader score (compile metric)", "num"),
     ("rewrite_success_rate", "Rewrite success rate", "pct"),
     ("rewrites_per_answerable", "Rewrites per answerable item", "num"),
     ("loop_rate", "Loop rate (all rewrites used)", "pct"),
@@ -45,10 +48,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("tokens_out_per_query", "Tokens out per query", "int"),
     ("cost_per_query", "Cost per query (USD)", "usd"),
     ("cached_step_share", "LM steps served from cache", "pct"),
-    ("error_rate", "Agent errors", "pct"),
 )
-TYPE_ROWS = ("e2e_accuracy", "answer_correctness", "false_refusal_rate", "correct_refusal_rate", "recall_at_k",
-             "needle_recall", "rewrites_per_answerable", "steps_mean")
+TYPE_ROWS = ("e2e_accuracy", "answer_correctness", "false_refusal_rate", "correct_refusal_rate", "error_rate",
+             "recall_at_k", "needle_recall", "rewrites_per_answerable", "steps_mean")
+INTERVALS_NOTE = ("Each figure: value [95% interval] and n, what it counts (items unless named). Wilson interval "
+                  "for a share of items; a bootstrap over items (1,000 resamples, seeded) for means and percentiles; "
+                  "for counts pooled over steps, chunks or citations, the wider of the two.")
 
 
 def fmt(value: float | None, kind: str, why: str | None = None) -> str:

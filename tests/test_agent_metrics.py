@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rag.agent_metrics import percentile, score_item, summarize
+from rag.stats import wilson
 from _traces import answer, grade, item, pred, retrieve, rewrite
 
 
@@ -59,7 +60,7 @@ def test_score_item_rewrites_retrieval_answers():
     a, b, c = scored()
     assert (a["rewrites"], a["rewrite_successes"], a["used_all_rewrites"]) == (1, 1, False)
     assert (b["rewrites"], b["rewrite_successes"], b["used_all_rewrites"]) == (2, 0, True)
-    assert c["rewrite_successes"] is None  # unanswerable: not eligible
+    assert c["rewrite_successes"] == 0  # unanswerable, gold known (empty): no rewrite, and none could succeed
     # first retrieval: A misses a1 entirely; B has b2 at rank 2 of gold {b1,b2}
     assert (a["recall_at_k"], a["mrr_at_k"], a["hit_at_k"]) == (0.0, 0.0, 0.0)
     assert (b["recall_at_k"], b["mrr_at_k"], b["hit_at_k"]) == (0.5, 0.5, 1.0)
@@ -128,3 +129,90 @@ def test_errors_count_as_wrong_end_to_end():
     assert s["metrics"]["e2e_accuracy"] == 0.5
     assert s["metrics"]["error_rate"] == 0.5
     assert s["counts"]["errors"] == 1
+
+
+# G: answerable, gold {g1}. The grader REJECTS a context holding g1 while listing g1 (the agent stores the ids but
+# answers from nothing), then says relevant WITHOUT ids after the rewrite (the agent answers from every passage).
+G = (item("G"),
+     pred([retrieve("g1", "x1"), grade(["g1", "x1"], False, ["g1"]), rewrite(),
+           retrieve("g1", "x2"), grade(["g1", "x2"], True, []), answer(["g1", "x2"])], citations=["g1"]),
+     {"g1"})
+# U: unanswerable; two rewrites, none can succeed (no gold chunk exists); refused.
+U = (item("U", typ="unanswerable"),
+     pred([retrieve("u1"), grade(["u1"], False), rewrite(), retrieve("u2"), grade(["u2"], False), rewrite(),
+           retrieve("u3"), grade(["u3"], False), {"node": "refuse", "latency_ms": 0.0}], refused=True),
+     set())
+
+
+def test_chunk_level_scores_what_the_agent_used():
+    g = score_item(*G[:2], G[2], k=2, max_rewrites=2)
+    # step 1: verdict F on a context with g1 -> set FN; used nothing -> g1 FN, x1 TN (g1 is NOT a positive)
+    # step 2: verdict T -> set TP; no ids -> used g1 and x2 -> g1 TP, x2 FP
+    assert g["grade_set"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 0}
+    assert g["grade_chunk"] == {"tp": 1, "fp": 1, "fn": 1, "tn": 1}
+    # grader score per step = 0.6 x set agreement + 0.4 x chunk F1: step 1 = 0 + 0.4 x 0 = 0;
+    # step 2 = 0.6 + 0.4 x 2/(2+1) = 0.8667
+    assert g["grader_scores"] == [0.0, pytest.approx(0.6 + 0.4 * 2 / 3)]
+    assert (g["rewrites"], g["rewrite_successes"]) == (1, 1)
+
+
+def test_compile_and_eval_score_a_grade_step_with_one_function():
+    """rag compile's grader metric on one step is what rag eval's grader score averages over steps."""
+    import dspy
+
+    from optimize.roles import grader_metric
+
+    example = dspy.Example(shown_ids=["g1", "x2"], relevant_chunk_ids=["g1"])
+    compiled = grader_metric(example, dspy.Prediction(relevant=True, relevant_chunk_ids=[], reason=""))
+    evaluated = score_item(*G[:2], G[2], k=2, max_rewrites=2)["grader_scores"][1]
+    assert compiled == evaluated == pytest.approx(0.6 + 0.4 * 2 / 3)
+    rejected = grader_metric(dspy.Example(shown_ids=["g1", "x1"], relevant_chunk_ids=["g1"]),
+                             dspy.Prediction(relevant=False, relevant_chunk_ids=["g1"], reason=""))
+    assert rejected == score_item(*G[:2], G[2], k=2, max_rewrites=2)["grader_scores"][0] == 0.0
+    s = summarize([score_item(*G[:2], G[2], k=2, max_rewrites=2)])
+    assert s["metrics"]["grader_score"] == pytest.approx((0.0 + 0.6 + 0.4 * 2 / 3) / 2)
+
+
+def test_rewrite_success_counts_every_rewrite_on_items_with_known_gold():
+    s = summarize(scored() + [score_item(*U[:2], U[2], k=2, max_rewrites=2)])
+    # successes: A 1 of 1, B 0 of 2, C none, U 0 of 2 -> 1 / 5 (leaving U out would give 1 / 3)
+    assert s["metrics"]["rewrite_success_rate"] == pytest.approx(1 / 5)
+    assert s["ci"]["rewrite_success_rate"]["n"] == 5 and s["ci"]["rewrite_success_rate"]["unit"] == "rewrites"
+
+
+def test_refusal_rates_count_errored_items_and_error_rate_sits_beside_them():
+    refused_u = score_item(*U[:2], U[2], k=2, max_rewrites=2)
+    failed_u = score_item(item("V", typ="unanswerable"), None, set(), k=2, error="RuntimeError: x")
+    refused_a = score_item(item("R"), pred([retrieve("r1"), grade(["r1"], False), {"node": "refuse"}], refused=True),
+                           {"r1"}, k=2, max_rewrites=0)
+    failed_a = score_item(item("S"), None, {"s1"}, k=2, error="RuntimeError: y")
+    m = summarize([refused_u, failed_u, refused_a, failed_a])
+    # the errored unanswerable item was not refused: 1 of 2 unanswerable refused (dropping it would say 1/1)
+    assert m["metrics"]["correct_refusal_rate"] == 0.5 and m["metrics"]["false_refusal_rate"] == 0.5
+    assert m["metrics"]["error_rate"] == 0.5 and m["counts"]["unanswerable"] == 2
+    from rag.report import ROWS
+
+    keys = [k for k, _, _ in ROWS]
+    assert keys.index("error_rate") == keys.index("false_refusal_rate") + 1 == keys.index("correct_refusal_rate") + 2
+
+
+def test_every_figure_carries_its_interval_and_n():
+    s = summarize(scored())
+    ci = s["ci"]
+    # correct refusal: C answered, 0 of 1 -> Wilson(0, 1) = [0, 0.7935]
+    assert ci["correct_refusal_rate"] == {"lo": pytest.approx(0.0, abs=1e-12), "hi": pytest.approx(wilson(0, 1)[1]),
+                                          "n": 1, "unit": "items", "items": 3, "method": "wilson"}
+    assert ci["e2e_accuracy"]["n"] == 2 and ci["e2e_accuracy"]["method"] == "wilson"
+    # pooled over grade steps (n = TP + FP = 2): the wider of a bootstrap over items and Wilson(1, 2) = [9.5%, 90.5%]
+    p = ci["grader_set_precision"]
+    assert (p["n"], p["unit"], p["method"]) == (2, "grade steps", "wider of bootstrap over items and wilson")
+    assert p["lo"] <= wilson(1, 2)[0] and p["hi"] >= wilson(1, 2)[1]
+    # a mean of counts is never given a proportion's interval, even when every count is 0 or 1
+    assert ci["rewrites_per_answerable"]["method"] == "bootstrap over items"
+    one_cost = summarize([score_item(*A[:2], A[2], k=2)])["ci"]["cost_per_query"]
+    # one item: every resample is A itself, cost 2 x 0.001 (grades) + 0.0005 (rewrite) + 0.002 (answer) = 0.0045
+    assert (one_cost["lo"], one_cost["hi"], one_cost["method"]) == (pytest.approx(0.0045), pytest.approx(0.0045),
+                                                                       "bootstrap over items")
+    assert ci["latency_p50_ms"]["lo"] <= s["metrics"]["latency_p50_ms"] <= ci["latency_p50_ms"]["hi"]
+    assert set(ci) == {k for k, v in s["metrics"].items() if v is not None}
+    assert s["by_type"]["vague"]["ci"]["false_refusal_rate"]["n"] == 1

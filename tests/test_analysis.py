@@ -21,8 +21,11 @@ IDS = ["pyref-a-003", "pyref-a-005", "pyref-a-008", "pyref-a-010", "pyref-a-013"
 # a-008's judge failed to parse (unjudged). baseline: retrieve/answer only; a-013 judged wrong, binary#001 never
 # retrieved (retrieval miss). Grade steps (full), set level: tp a-003 a-005 a-015 a-018; fp a-008 a-010 and the
 # second grades of a-013 and a-020; fn a-020's first grade (shown comparisons#004, said not relevant); tn a-013's
-# first. Chunk level (4 shown per grade): tp 3 (a-003, a-005, a-020#1 listed all four), fn 2 (a-015, a-018 listed
-# none), fp 3+3+4 (a-010) +1+4 (a-013) +3 (a-020#1) = 18, tn 40-23 = 17.
+# first. Chunk level (4 shown per grade), scored on the passages the agent USED (rag.decisions.used_ids): a
+# rejected grade used none, "relevant" without ids used all four. tp 4 (a-003, a-005, a-015, a-018: gold shown and
+# used), fn 1 (a-020#1 rejected the context holding comparisons#004, though it listed it), fp 3+3 (a-003, a-005)
+# +4 (a-008, no ids) +4 (a-010) +4 (a-013#2) +3+3 (a-015, a-018) +4 (a-020#2, no ids) = 28, tn 4 (a-013#1) + 3
+# (a-020#1) = 7.
 HAND = {
     "full_steps": {"pyref-a-003": 3, "pyref-a-005": 3, "pyref-a-008": 3, "pyref-a-010": 3, "pyref-a-013": 6,
                    "pyref-a-015": 3, "pyref-a-018": 3, "pyref-a-020": 6},
@@ -33,7 +36,7 @@ HAND = {
     "full_verdicts": {True: 8, False: 2},
     "full_e2e": "87.5%", "baseline_e2e": "87.5%",
     "confusion_set": {"tp": 4, "fp": 4, "fn": 1, "tn": 1},
-    "confusion_chunk": {"tp": 3, "fp": 18, "fn": 2, "tn": 17},
+    "confusion_chunk": {"tp": 4, "fp": 28, "fn": 1, "tn": 7},
     "refused": 0, "full_unjudged": 1,
     "diagnoses": {"retrieval miss/baseline": 1},
     "retrieval_misses": [["baseline", "pyref-a-013"]],
