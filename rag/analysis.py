@@ -2,57 +2,69 @@
 
 ``load_runs`` (rag.runset) finds the runs: ``$SIEVE_RUNS``, else the latest run of each config under
 ``$SIEVE_HOME/runs``, or the run directories / folders of runs given. Every table has one row per item, step,
-metric, ... and plain columns, so ``df.query``/``groupby`` work on it. Comparing two programs (compiled
-artifacts, flips between runs) is ``rag.compare``; plots are ``rag.plots``.
+metric, ... and plain columns, so ``df.query``/``groupby`` work on it. Every rate comes with its 95% interval
+and n (Wilson for shares of items, a bootstrap over items otherwise; rag.stats). Comparing two programs
+(compiled artifacts, paired tests, flips between runs) is ``rag.compare``; plots are ``rag.plots``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rag.agent_metrics import _step_latency, grade_confusion, percentile
+from rag.agent_metrics import _step_latency, grade_confusion, intervals, percentile
 from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
-from rag.report import ROWS, fmt
+from rag.report import ROWS, fmt_ci
 from rag.runset import ENV_RUNS, Run, RunSet, default_paths, load_runs, as_list as _runs
-from rag.trace import Trace
+from rag.stats import bootstrap, wilson
+from rag.trace_view import is_right, outcome, render_trace
 
-__all__ = ["ENV_RUNS", "Run", "RunSet", "default_paths", "load_runs", "items_frame", "steps_frame", "metric_values",
-           "metric_table", "grader_confusion", "refusal_outcomes", "failures", "failure_counts", "latency_by_node",
-           "render_trace", "render_failures", "record", "outcome", "is_right"]
+__all__ = ["ENV_RUNS", "Run", "RunSet", "default_paths", "load_runs", "load_runs_or_empty", "items_frame",
+           "steps_frame", "metric_values", "metric_intervals", "metric_table", "grader_confusion", "refusal_outcomes",
+           "failures", "failure_counts", "latency_by_node", "render_trace", "render_failures", "record", "outcome",
+           "is_right"]
+
+NOTHING_TO_SHOW = ("No eval runs to show in {where}. Make some first, e.g.\n"
+                   "  rag index\n"
+                   "  rag eval --config baseline --split test --limit 12\n"
+                   "  rag eval --config full --split test --limit 12\n"
+                   "then run this notebook again (or point SIEVE_RUNS at a run folder).")
+
+
+def load_runs_or_empty(paths: Any = None) -> RunSet:
+    """``load_runs``; on a fresh machine (no runs yet) it prints what to run and returns an empty RunSet, which
+    every table here turns into an empty table."""
+    try:
+        return load_runs(paths)
+    except InputError:
+        where = ", ".join(str(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths or default_paths()))
+        print(NOTHING_TO_SHOW.format(where=where))
+        return RunSet([])
+
+
+def _intervals(run: Run) -> dict[str, Any]:
+    """The run's intervals from summary.json, or computed from its records (older summaries lack them)."""
+    return run.summary.get("ci") or intervals([r["scores"] for r in run.records])
 
 
 # ---------------------------------------------------------------- per item, per step
 
 
-def outcome(record: Mapping[str, Any]) -> str:
-    """``error``, ``refused``, ``correct``, ``wrong``, ``answered (unjudged)``; an unanswerable item is right when refused."""
-    if record.get("status") == "error":
-        return "error"
-    s = record["scores"]
-    if s["refused"]:
-        return "refused"
-    if s["should_refuse"]:
-        return "wrong"
-    return {True: "correct", False: "wrong"}.get(s.get("judged_correct"), "answered (unjudged)")
-
-
-def is_right(record: Mapping[str, Any]) -> bool | None:
-    """Did the agent do the right thing? Refusing an unanswerable item, answering an answerable one correctly.
-    None when an answer was not judged."""
-    o = outcome(record)
-    if record["should_refuse"]:
-        return o == "refused"
-    return None if o == "answered (unjudged)" else o == "correct"
-
-
-ITEM_SCORES = ("refused", "answered", "judged_correct", "judged_faithful", "e2e_correct", "steps", "rewrites",
-               "n_grade_steps", "used_all_rewrites", "recall_at_k", "mrr_at_k", "hit_at_k", "needle_recall",
+ITEM_SCORES = ("refused", "answered", "judged_correct", "judged_faithful", "e2e_correct", "answer_score", "steps",
+               "rewrites", "n_grade_steps", "used_all_rewrites", "recall_at_k", "mrr_at_k", "hit_at_k", "needle_recall",
                "citations_valid", "citations_invalid", "latency_ms", "tokens_in", "tokens_out", "cost",
                "lm_steps", "cached_steps")
+
+
+ITEM_COLUMNS = ["config", "id", "type", "split", "should_refuse", "status", "outcome", "right", *ITEM_SCORES,
+                "diagnosis", "diagnosis_detail", "question", "answer", "wall_ms"]
+STEP_COLUMNS = ["config", "id", "type", "step", "node", "query", "hit_ids", "shown_ids", "chosen_ids", "verdict",
+                "reason", "rewrite", "gold_seen", "latency_ms", "measured_latency_ms", "tokens_in", "tokens_out",
+                "cost", "model", "cached"]
 
 
 def items_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
@@ -66,7 +78,7 @@ def items_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
                          "right": is_right(r), **{k: s.get(k) for k in ITEM_SCORES},
                          "diagnosis": d["kind"] if d else None, "diagnosis_detail": d["detail"] if d else None,
                          "question": r["question"], "answer": pred.get("answer"), "wall_ms": r.get("wall_ms")})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 
 
 def steps_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
@@ -88,7 +100,7 @@ def steps_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
                              "tokens_in": int(st.get("tokens_in") or 0), "tokens_out": int(st.get("tokens_out") or 0),
                              "cost": float(st.get("cost") or 0.0), "model": st.get("model"),
                              "cached": bool(st.get("cached"))})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=STEP_COLUMNS)
 
 
 # ---------------------------------------------------------------- tables across runs
@@ -101,13 +113,29 @@ def metric_values(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     return pd.DataFrame(data, index=[key for key, _, _ in ROWS], dtype=float)
 
 
+def metric_intervals(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
+    """One row per run and computed metric: value, 95% interval (lo, hi), n and its unit, and the method."""
+    rows = []
+    for r in _runs(runs):
+        ci = _intervals(r)
+        for key, label, _ in ROWS:
+            value = r.summary["metrics"].get(key)
+            if value is None:
+                continue
+            c = ci.get(key) or {}
+            rows.append({"config": r.name, "metric": key, "label": label, "value": value, "lo": c.get("lo"),
+                         "hi": c.get("hi"), "n": c.get("n"), "unit": c.get("unit"), "method": c.get("method")})
+    return pd.DataFrame(rows, columns=["config", "metric", "label", "value", "lo", "hi", "n", "unit", "method"])
+
+
 def metric_table(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
-    """The metric table for reading: formatted values, ``n/a (why)`` where a run could not compute a metric."""
+    """The metric table for reading: ``value [95% interval] n``, ``n/a (why)`` where a run could not compute one."""
     runs = _runs(runs)
     data = {}
     for r in runs:
-        m, why = r.summary["metrics"], r.summary.get("why", {})
-        data[r.name] = [fmt(m.get(key), kind, why.get(key)).replace("—", "n/a") for key, _, kind in ROWS]
+        m, why, ci = r.summary["metrics"], r.summary.get("why", {}), _intervals(r)
+        data[r.name] = [fmt_ci(m.get(key), kind, why.get(key), ci.get(key)).replace("—", "n/a")
+                        for key, _, kind in ROWS]
     table = pd.DataFrame(data, index=[label for _, label, _ in ROWS])
     table.index.name = "metric"
     return table
@@ -117,7 +145,8 @@ def grader_confusion(runs: RunSet | Sequence[Run], level: str = "set", by: str |
     """Grader confusion counts (tp, fp, fn, tn) with precision/recall, per run (and per ``by`` column).
 
     ``level="set"``: one prediction per grade step (positive = the shown context holds a gold chunk);
-    ``level="chunk"``: one per shown chunk. Only items whose gold is known count (as in rag.agent_metrics)."""
+    ``level="chunk"``: one per shown chunk the agent used. Only items whose gold is known count (as in
+    rag.agent_metrics). ``*_lo``/``*_hi``: 95% bootstrap interval over the ``items`` of each row."""
     if level not in ("set", "chunk"):
         raise InputError(f'level must be "set" or "chunk", got {level!r}')
     if by not in (None, "type"):
@@ -133,21 +162,37 @@ def grader_confusion(runs: RunSet | Sequence[Run], level: str = "set", by: str |
                     continue
                 conf = grade_confusion(bool(st.get("verdict")), st.get("shown_ids") or [], st.get("chosen_ids") or [],
                                        gold)[0 if level == "set" else 1]
-                rows.append({"config": run.name, "type": r["type"], **conf})
+                rows.append({"config": run.name, "type": r["type"], "id": r["id"], **conf})
     keys = ["config"] + ([by] if by else [])
     cols = ["tp", "fp", "fn", "tn"]
+    extra = ["n", "items", "precision", "precision_lo", "precision_hi", "recall", "recall_lo", "recall_hi"]
     if not rows:
-        return pd.DataFrame(columns=keys + cols + ["n", "precision", "recall"])
-    table = pd.DataFrame(rows).groupby(keys, sort=True)[cols].sum().reset_index()
+        return pd.DataFrame(columns=keys + cols + extra)
+    per_item = pd.DataFrame(rows).groupby(keys + ["id"], sort=True)[cols].sum().reset_index()
+    table = per_item.groupby(keys, sort=True)[cols].sum().reset_index()
     table["n"] = table[cols].sum(axis=1)
+    table["items"] = per_item.groupby(keys, sort=True).size().values
     table["precision"] = table.tp / (table.tp + table.fp).where(lambda x: x > 0)
     table["recall"] = table.tp / (table.tp + table.fn).where(lambda x: x > 0)
-    return table
+
+    def pooled(sample: list[dict[str, int]]) -> dict[str, float | None]:
+        tp, fp, fn = (sum(c[k] for c in sample) for k in ("tp", "fp", "fn"))
+        return {"precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None}
+
+    bounds = [bootstrap(g[cols].to_dict("records"), pooled) for _, g in per_item.groupby(keys, sort=True)]
+    for name in ("precision", "recall"):
+        table[f"{name}_lo"] = [(b.get(name) or (None, None))[0] for b in bounds]
+        table[f"{name}_hi"] = [(b.get(name) or (None, None))[1] for b in bounds]
+    return table[keys + cols + extra]
 
 
 def refusal_outcomes(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
-    """Per run and question type: how many items were refused, answered correctly/wrongly, unjudged, errored."""
+    """Per run and question type: how many items were refused, answered correctly/wrongly, unjudged, errored;
+    the refusal rate with its 95% Wilson interval (``refusal_lo``, ``refusal_hi``) over ``n`` items."""
     items = items_frame(runs)
+    if items.empty:
+        return pd.DataFrame(columns=["config", "type", "refused", "correct", "wrong", "answered (unjudged)", "error",
+                                     "n", "refusal_rate", "refusal_lo", "refusal_hi"])
     table = pd.crosstab([items.config, items.type], items.outcome)
     for col in ("refused", "correct", "wrong", "answered (unjudged)", "error"):
         if col not in table:
@@ -156,6 +201,8 @@ def refusal_outcomes(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     table.columns.name = None
     table["n"] = table.sum(axis=1)
     table["refusal_rate"] = table.refused / table.n
+    bounds = [wilson(int(k), int(n)) for k, n in zip(table.refused, table.n)]
+    table["refusal_lo"], table["refusal_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
     return table.reset_index()
 
 
@@ -188,82 +235,21 @@ def failure_counts(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
 
 
 def latency_by_node(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
-    """Per run and node: steps, latency p50/p95/mean (ms), tokens per step, share of cached steps."""
+    """Per run and node: steps (``n``) over ``items``, latency p50 with its 95% bootstrap interval over items
+    (``p50_lo``, ``p50_hi``), p95 and mean (ms), tokens per step, share of cached steps."""
     steps = steps_frame(runs)
     rows = []
-    for (config, node), g in steps.groupby(["config", "node"], sort=True):
+    for (config, node), g in (steps.groupby(["config", "node"], sort=True) if not steps.empty else []):
         lat = g.latency_ms.tolist()
-        rows.append({"config": config, "node": node, "n": len(g), "p50_ms": percentile(lat, 50),
+        per_item = [x.latency_ms.tolist() for _, x in g.groupby("id", sort=True)]
+        lo_hi = bootstrap(per_item, lambda sample: percentile([v for xs in sample for v in xs], 50)) or (None, None)
+        rows.append({"config": config, "node": node, "n": len(g), "items": len(per_item),
+                     "p50_ms": percentile(lat, 50), "p50_lo": lo_hi[0], "p50_hi": lo_hi[1],
                      "p95_ms": percentile(lat, 95), "mean_ms": sum(lat) / len(lat),
                      "tokens_in": g.tokens_in.mean(), "tokens_out": g.tokens_out.mean(),
                      "cached_share": g.cached.mean()})
-    return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------- one trace
-
-
-def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> str:
-    """One item step by step: query, retrieved ids with scores (``*`` = gold), verdict and reason, rewrite,
-    answer and citations, then the judge's verdict and the diagnosis. The totals line is rag.trace's."""
-    gold = set(record.get("gold_ids") or [])
-    d = diagnose(record)
-    lines = [f"[{record.get('config', '?')}] {record['id']} ({record['type']}): {record['question']}",
-             f"reference: {record.get('reference_answer') or '-'}",
-             f"gold chunks: {', '.join(sorted(gold)) or '(none)'}   outcome: {outcome(record)}"]
-    if d:
-        lines.append(f"diagnosis: {d['kind']}: {_short(d['detail'], max_answer_chars)}")
-    pred = record.get("prediction")
-    if not pred:
-        lines.append(f"agent error: {_short(record.get('error'), max_answer_chars)}")
-        return "\n".join(lines)
-    trace = pred["trace"]
-    for i, st in enumerate(trace["steps"], 1):
-        cost = f"[{_step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
-               f"{', cached' if st.get('cached') else ''}]"
-        node = st["node"]
-        if node == "retrieve":
-            lines.append(f"{i}. retrieve  query={st.get('query')!r} {cost}")
-            for h in st.get("hits") or []:
-                mark = "*" if h["chunk_id"] in gold else " "
-                score = h.get("score")
-                lines.append(f"     {mark} #{h.get('rank', '?')} {h['chunk_id']}"
-                             + (f"  score={score:.4f}" if isinstance(score, (int, float)) else ""))
-        elif node == "grade":
-            verdict = "RELEVANT" if st.get("verdict") else "NOT RELEVANT"
-            lines.append(f"{i}. grade     {verdict} {cost}")
-            lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} chosen={_marked(st.get('chosen_ids'), gold)}")
-            lines.append(f"     reason: {_short(st.get('reason'), max_answer_chars)}")
-        elif node == "rewrite":
-            lines.append(f"{i}. rewrite   {st.get('query')!r} -> {st.get('rewrite')!r} {cost}")
-        else:
-            text = _short(st.get("answer"), max_answer_chars)
-            lines.append(f"{i}. {node:<9} {cost}")
-            if node == "answer":
-                lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} cited={_marked(st.get('chosen_ids'), gold)}")
-            elif st.get("reason"):
-                lines.append(f"     reason: {_short(st.get('reason'), max_answer_chars)}")
-            lines.append(f"     {text!r}")
-        lines.extend(f"     note: {n}" for n in st.get("notes") or [])
-    if pred.get("invalid_citations"):
-        lines.append(f"invalid citations (dropped): {pred['invalid_citations']}")
-    judge = record.get("judge")
-    if judge:
-        lines.append("judge: " + ", ".join(f"{k}={judge[k]}" for k in ("correct", "faithful") if k in judge)
-                     + (f"; {_short(judge['reason'], max_answer_chars)}" if judge.get("reason") else "")
-                     + (f"; error: {_short(judge['error'], max_answer_chars)}" if judge.get("error") else ""))
-    lines.append(Trace.from_dict(trace).render().splitlines()[-1])
-    return "\n".join(lines)
-
-
-def _short(text: Any, limit: int) -> str:
-    """One line of at most ``limit`` characters (LM parse errors quote whole responses)."""
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _marked(ids: Iterable[str] | None, gold: set[str]) -> str:
-    return "[" + ", ".join(("*" if i in gold else "") + i for i in ids or []) + "]"
+    return pd.DataFrame(rows, columns=["config", "node", "n", "items", "p50_ms", "p50_lo", "p50_hi", "p95_ms",
+                                       "mean_ms", "tokens_in", "tokens_out", "cached_share"])
 
 
 def record(runs: RunSet, config: str, item_id: str) -> dict[str, Any]:

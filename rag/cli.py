@@ -238,8 +238,9 @@ def eval_cmd(
             typer.echo(f"retrieval  mode={report['mode']}  k={kk}  items={report['items']}  scored={report['scored']}  "
                        f"skipped (no gold)={report['skipped_no_gold']}")
             for metric in names:
-                value = report[metric]
-                typer.echo(f"  {metric:<18} {'n/a' if value is None else f'{value:.3f}'}")
+                value, ci = report[metric], report.get("ci", {}).get(metric)
+                interval = f" [{ci['lo']:.3f}, {ci['hi']:.3f}] n={ci['n']}" if ci and value is not None else ""
+                typer.echo(f"  {metric:<18} {'n/a' if value is None else f'{value:.3f}'}{interval}")
         if gate is not None:
             why = {m: "no scored item has gold chunks" if "needle" not in m else "no scored item has evidence"
                    for m in names if report[m] is None}

@@ -1,5 +1,7 @@
-"""Uncompiled vs compiled: the artifacts' before/after scores, the prompts the optimizer chose, and the items
-that flipped between two runs of the same golden items (``notebooks/compile_report.ipynb``).
+"""Uncompiled vs compiled: the artifacts' before/after scores, the prompts the optimizer chose, the paired
+comparison of two runs of the same golden items and the items that flipped (``notebooks/compile_report.ipynb``).
+Every difference says whether it is more than noise (rag.stats, rag.paired). With fewer than two runs, the
+run comparisons are empty and ``pick_pair`` says what to run.
 
 Artifacts are the folders ``rag compile`` writes (rag.artifacts): ``manifest.json`` holds per-role scores
 (dev/test, before/after); ``program.json`` (and ``judge.json``) the DSPy state: per predictor the
@@ -17,7 +19,6 @@ import pandas as pd
 
 from rag.analysis import Run, RunSet, is_right, metric_values, outcome, render_trace
 from rag.diagnose import diagnose
-from rag.errors import InputError
 from rag.report import ROWS
 
 # predictor name in the saved program state -> the role it plays (rag.agent.Sieve, optimize.roles)
@@ -35,13 +36,15 @@ def artifacts_dir(path: str | Path | None = None) -> Path:
 
 
 def artifact_table(artifacts_dir_: str | Path | None = None) -> pd.DataFrame:
-    """One row per artifact and role: optimizer, created, models, dev/test scores before and after, deltas.
-    Empty (with the columns) when the folder (default: ``artifacts_dir()``) holds no artifact."""
+    """One row per artifact and role: optimizer, created, models, dev/test scores before and after, deltas, and
+    per split the paired test over its examples (``*_n``, ``*_p``, ``*_verdict``; empty for an artifact compiled
+    before per-example scores were kept). Empty (with the columns) when the folder holds no artifact."""
     from rag.artifacts import list_artifacts
 
     cols = ["artifact", "optimizer", "created", "role", "model"]
     for split in SPLITS:
-        cols += [f"{split}_before", f"{split}_after", f"{split}_delta"]
+        cols += [f"{split}_before", f"{split}_after", f"{split}_delta", f"{split}_n", f"{split}_p", f"{split}_verdict"]
+    cols += ["selectable", "why"]
     rows = []
     for art in list_artifacts(artifacts_dir(artifacts_dir_)):
         m = art.manifest
@@ -50,8 +53,13 @@ def artifact_table(artifacts_dir_: str | Path | None = None) -> pd.DataFrame:
                    "model": (m.get("models") or {}).get(role)}
             for split in SPLITS:
                 before, after = sc.get(f"{split}_before"), sc.get(f"{split}_after")
+                c = art.comparison(role, split)
                 row.update({f"{split}_before": before, f"{split}_after": after,
-                            f"{split}_delta": None if before is None or after is None else after - before})
+                            f"{split}_delta": None if before is None or after is None else after - before,
+                            f"{split}_n": c.n if c else None, f"{split}_p": c.p if c else None,
+                            f"{split}_verdict": c.verdict if c else "no per-example scores"})
+            row["selectable"], row["why"] = art.dev_verdict(("judge",) if role == "judge" else
+                                                            tuple(r for r in art.roles() if r != "judge"))
             rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 
@@ -116,9 +124,9 @@ def render_prompts(prompts: pd.DataFrame, *, max_demo_chars: int = 400) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def flips(run_a: Run, run_b: Run) -> pd.DataFrame:
+def flips(run_a: Run | None, run_b: Run | None) -> pd.DataFrame:
     """Items in both runs whose rightness (rag.analysis.is_right) changed: ``wrong->right`` or ``right->wrong``."""
-    a, b = ({r["id"]: r for r in run.records} for run in (run_a, run_b))
+    a, b = ({r["id"]: r for r in run.records} if run is not None else {} for run in (run_a, run_b))
     rows = []
     for item_id in sorted(a.keys() & b.keys()):
         before, after = a[item_id], b[item_id]
@@ -133,9 +141,22 @@ def flips(run_a: Run, run_b: Run) -> pd.DataFrame:
                                        "diagnosis_after", "question"])
 
 
-def metric_deltas(run_a: Run, run_b: Run) -> pd.DataFrame:
+def paired(run_a: Run | None, run_b: Run | None) -> pd.DataFrame:
+    """``run_b`` vs ``run_a`` item by item (rag.paired): n, means, difference with its 95% interval, test, p and a
+    plain verdict per metric. Empty when either run is missing."""
+    from rag.paired import compare_records
+
+    cols = ["metric", "label", "n", "mean_a", "mean_b", "diff", "lo", "hi", "p", "test", "verdict", "only_a", "only_b"]
+    if run_a is None or run_b is None:
+        return pd.DataFrame(columns=cols)
+    return pd.DataFrame(compare_records(run_a.records, run_b.records, run_a.name, run_b.name), columns=cols)
+
+
+def metric_deltas(run_a: Run | None, run_b: Run | None) -> pd.DataFrame:
     """Each metric in both runs (``before`` = run_a, ``after`` = run_b) and ``delta`` = after - before (NaN
-    where either run could not compute it)."""
+    where either run could not compute it). Whether a delta is more than noise: ``paired``."""
+    if run_a is None or run_b is None:
+        return pd.DataFrame(columns=["label", "before", "after", "delta"])
     values = metric_values([run_a, run_b])
     values.columns = ["before", "after"]
     values["delta"] = values.after - values.before
@@ -154,9 +175,11 @@ def artifact_for(run: Run | None, artifacts_dir_: str | Path | None = None) -> A
     return max(found, key=lambda a: a.manifest.get("created", ""), default=None)
 
 
-def pick_pair(runs: RunSet, before: str | None = None, after: str | None = None) -> tuple[Run, Run, str]:
+def pick_pair(runs: RunSet, before: str | None = None,
+              after: str | None = None) -> tuple[Run | None, Run | None, str]:
     """(before, after, why): the named runs, else an uncompiled and a compiled run of the same config, else the
-    first two runs loaded (e.g. baseline vs full) when no compiled run exists."""
+    first two runs loaded (e.g. baseline vs full) when no compiled run exists; (None, None, what to run) when
+    fewer than two runs were loaded."""
     if before and after:
         return runs[before], runs[after], f"{before} vs {after}, as chosen"
     for b in runs:
@@ -164,13 +187,18 @@ def pick_pair(runs: RunSet, before: str | None = None, after: str | None = None)
             if b.artifact is None and a.artifact and a.config == b.config:
                 return b, a, f"uncompiled {b.name} vs compiled {a.name} (artifact {a.artifact})"
     if len(runs) < 2:
-        raise InputError(f"comparing needs two runs of the same items; loaded only {', '.join(runs.names)}")
+        return None, None, (f"nothing to compare: comparing needs two runs of the same items, loaded "
+                            f"{', '.join(runs.names) or 'none'}; run e.g. rag eval --config baseline --split test "
+                            "--limit 12 and rag eval --config full --split test --limit 12 (or the same config "
+                            "with --no-artifact and after rag compile)")
     return runs[0], runs[1], (f"no compiled run found: comparing {runs[0].name} vs {runs[1].name} instead; "
                               "run `rag eval` again after `rag compile` to compare a compiled program")
 
 
-def render_flips(run_a: Run, run_b: Run, limit: int = 3) -> str:
+def render_flips(run_a: Run | None, run_b: Run | None, limit: int = 3) -> str:
     """The traces (in ``run_b``) of at most ``limit`` flipped items of each direction."""
+    if run_a is None or run_b is None:
+        return "no two runs to compare\n"
     f = flips(run_a, run_b)
     if f.empty:
         return f"no item flipped between {run_a.name} and {run_b.name}\n"

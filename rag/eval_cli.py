@@ -199,11 +199,13 @@ def print_summary(summary: Mapping[str, Any], out_dir: Path, json_out: bool) -> 
     if json_out:
         print(json.dumps({**summary, "run_dir": str(out_dir)}, indent=2))
     else:
-        from rag.report import ROWS, fmt
+        from rag.report import ROWS, fmt_ci
 
         width = max(len(label) for _, label, _ in ROWS)
-        print(f"{'config':<{width}}  {summary['config_name']} ({summary['n_done']}/{summary['n_selected']} items)")
+        print(f"{'config':<{width}}  {summary['config_name']} ({summary['n_done']}/{summary['n_selected']} items)"
+              "  value [95% interval] n")
+        ci = summary.get("ci") or {}
         for key, label, kind in ROWS:
             label = label.replace("@k", f"@{summary.get('k')}")
-            print(f"{label:<{width}}  {fmt(summary['metrics'].get(key), kind, summary['why'].get(key))}")
+            print(f"{label:<{width}}  {fmt_ci(summary['metrics'].get(key), kind, summary['why'].get(key), ci.get(key))}")
     print(f"results: {out_dir}", file=sys.stderr)

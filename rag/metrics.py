@@ -75,10 +75,30 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
+def _intervals(rows: list[dict[str, Any]], k: int) -> dict[str, dict[str, Any]]:
+    """95% interval and n per metric: Wilson for hit@k and all-needles (shares of items), else a bootstrap of the mean."""
+    from rag.stats import mean_interval, wilson
+
+    out = {}
+    for metric in (f"recall@{k}", f"mrr@{k}", f"hit@{k}", f"needle_recall@{k}", f"all_needles@{k}"):
+        source = f"needle_recall@{k}" if metric.startswith("all_needles") else metric
+        values = [r[source] for r in rows if not math.isnan(r[source])]
+        if metric.startswith("all_needles"):
+            values = [float(v == 1.0) for v in values]
+        if not values:
+            continue
+        share = metric.startswith(("hit@", "all_needles"))
+        lo_hi = wilson(int(sum(values)), len(values)) if share else mean_interval(values)
+        out[metric] = {"lo": round(lo_hi[0], 4), "hi": round(lo_hi[1], 4), "n": len(values),
+                       "method": "wilson" if share else "bootstrap over items"}
+    return out
+
+
 def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mode: str | None = None,
                      per_item: bool = True) -> dict[str, Any]:
     """Recall@k, MRR@k, hit@k (over items with gold chunks) and needle recall@k (over items with
-    ``evidence``), averaged; items with no gold at all are skipped and counted. Retrieval runs with
+    ``evidence``), averaged, each with its 95% interval and n in ``ci``; items with no gold at all are skipped
+    and counted. Retrieval runs with
     ``retriever.search(question, k=k, mode=mode)``."""
     mode = mode or retriever.mode
     chunks = retriever.index.chunks
@@ -107,6 +127,7 @@ def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mo
         report[metric] = _mean([r[metric] for r in rows])
     needles = [r for r in rows if not math.isnan(r[f"needle_recall@{k}"])]
     report[f"all_needles@{k}"] = round(sum(r[f"needle_recall@{k}"] == 1.0 for r in needles) / len(needles), 4) if needles else None
+    report["ci"] = _intervals(rows, k)
     report["latency_ms_mean"] = round(1000 * sum(latencies) / len(latencies), 2) if latencies else None
     if per_item:
         report["per_item"] = [{key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in r.items()} for r in rows]

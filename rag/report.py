@@ -1,7 +1,9 @@
 """A Markdown report across eval runs: metric table, per-type breakdowns, latency per node, failure cases.
 
 Reads only what ``rag eval`` wrote into each run directory (summary.json, results.jsonl), so reports can be
-rebuilt at any time. A metric that a run could not compute shows as ``—`` with the reason.
+rebuilt at any time. A metric that a run could not compute shows as ``—`` with the reason. Every figure
+carries its 95% interval and n (rag.agent_metrics.intervals); two or more runs are also compared item by
+item (rag.paired), so a difference within noise says so.
 """
 
 from __future__ import annotations
@@ -62,6 +64,27 @@ def fmt(value: float | None, kind: str, why: str | None = None) -> str:
     return {"pct": f"{value:.1%}", "num": f"{value:.2f}", "int": f"{value:,.0f}", "usd": f"{value:.6f}"}[kind]
 
 
+def fmt_ci(value: float | None, kind: str, why: str | None = None, ci: dict[str, Any] | None = None) -> str:
+    """``fmt`` plus the 95% interval and n, e.g. ``41.7% [19.3%, 68.0%] n=12``."""
+    text = fmt(value, kind, why)
+    if value is None or not ci:
+        return text
+    n = f"n={ci['n']}" + ("" if ci.get("unit") == "items" else f" {ci['unit']}")
+    if ci.get("lo") is None or ci.get("hi") is None:
+        return f"{text} {n}"
+    return f"{text} [{fmt(ci['lo'], kind)}, {fmt(ci['hi'], kind)}] {n}"
+
+
+def run_intervals(run: dict[str, Any], item_type: str | None = None) -> dict[str, Any]:
+    """The run's intervals from summary.json, or computed from its records (summaries of older runs lack them)."""
+    from rag.agent_metrics import intervals
+
+    summary = run["summary"] if item_type is None else run["summary"].get("by_type", {}).get(item_type, {})
+    if "ci" in summary:
+        return summary["ci"]
+    return intervals([r["scores"] for r in run["records"] if item_type is None or r["type"] == item_type])
+
+
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """``{"dir", "summary", "records"}`` for one run directory (records limited to the summary's selection)."""
     run_dir = Path(run_dir)
@@ -100,10 +123,23 @@ def metric_table(runs: Sequence[dict[str, Any]]) -> list[str]:
     """The main table: one row per metric, one column per run."""
     header = ["Metric", *(_name(r) for r in runs)]
     rows = [["Items (done / selected)", *(f"{r['summary']['n_done']} / {r['summary']['n_selected']}" for r in runs)]]
+    cis = [run_intervals(r) for r in runs]
     for key, label, kind in ROWS:
         rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"),
-                     *(fmt(r["summary"]["metrics"].get(key), kind, r["summary"]["why"].get(key)) for r in runs)])
+                     *(fmt_ci(r["summary"]["metrics"].get(key), kind, r["summary"]["why"].get(key), ci.get(key))
+                       for r, ci in zip(runs, cis))])
     return _table(header, rows)
+
+
+def paired_sections(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Each run after the first compared with the first, item by item (rag.paired)."""
+    from rag.paired import compare_records, render
+
+    lines = []
+    for r in runs[1:]:
+        a, b = _name(runs[0]), _name(r)
+        lines += [f"### {b} vs {a}", "", *render(compare_records(runs[0]["records"], r["records"], a, b), a, b)]
+    return lines
 
 
 def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
@@ -117,18 +153,24 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
         state = "complete" if s.get("complete") else "INCOMPLETE (resume with the same rag eval command)"
         lines.append(f"- **{_name(r)}**: `{r['dir']}`, golden {s.get('golden_hash')}, k={s.get('k')}, "
                      f"max_rewrites={s.get('max_rewrites')}, {s['n_done']}/{s['n_selected']} items, {state}")
-    lines += ["", "## Metrics", "", *metric_table(runs), ""]
+    lines += ["", "## Metrics", "", INTERVALS_NOTE, "", *metric_table(runs), ""]
+    if len(runs) > 1:
+        lines += ["## Paired comparisons (same items)", "",
+                  "McNemar (exact) for right/wrong outcomes, paired bootstrap interval and sign-flip p for the rest; "
+                  "a difference is called only at p < 0.05.", "", *paired_sections(runs)]
     types = sorted({t for r in runs for t in r["summary"].get("by_type", {})})
     if types:
         lines += ["## By question type", ""]
         for t in types:
             rows = []
+            tcis = [run_intervals(r, t) if t in r["summary"].get("by_type", {}) else {} for r in runs]
             for key in TYPE_ROWS:
                 label, kind = next((lab, k) for m, lab, k in ROWS if m == key)
                 cells = []
-                for r in runs:
+                for r, ci in zip(runs, tcis):
                     sub = r["summary"].get("by_type", {}).get(t)
-                    cells.append(fmt(sub["metrics"].get(key), kind, sub["why"].get(key)) if sub else "— (no items)")
+                    cells.append(fmt_ci(sub["metrics"].get(key), kind, sub["why"].get(key), ci.get(key))
+                                 if sub else "— (no items)")
                 rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"), *cells])
             n = " / ".join(str(r["summary"].get("by_type", {}).get(t, {}).get("n", 0)) for r in runs)
             lines += [f"### {t} (items: {n})", "", *_table(["Metric", *(_name(r) for r in runs)], rows), ""]

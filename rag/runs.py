@@ -125,10 +125,12 @@ def read_records(out_dir: str | Path) -> list[dict[str, Any]]:
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
+                rec = json.loads(raw.decode("utf-8"))
                 why = "" if _is_record(rec) else "not a record with an id and scores"
-            except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
-                rec, why = None, f"invalid JSON: {getattr(exc, 'msg', exc)}"
+            except UnicodeDecodeError as exc:
+                rec, why = None, f"not UTF-8 at byte {exc.start}"
+            except json.JSONDecodeError as exc:
+                rec, why = None, f"invalid JSON: {exc.msg}, column {exc.colno}"
             if why:
                 torn = not raw.endswith(b"\n")
                 warnings.warn(f"{path}:{lineno}: {'torn last line (a run stopped mid-write)' if torn else 'damaged line'} "

@@ -34,7 +34,8 @@ HAND = {
     "steps_per_config": {"full": 30, "baseline": 16},
     "full_nodes": {"retrieve": 10, "grade": 10, "answer": 8, "rewrite": 2},
     "full_verdicts": {True: 8, False: 2},
-    "full_e2e": "87.5%", "baseline_e2e": "87.5%",
+    # 7 of 8 each; Wilson 95%: center (0.875 + 1.92/8) / 1.4802 = 0.7534, half 1.96 x 0.16935 / 1.4802 = 0.2242
+    "full_e2e": "87.5% [52.9%, 97.8%] n=8", "baseline_e2e": "87.5% [52.9%, 97.8%] n=8",
     "confusion_set": {"tp": 4, "fp": 4, "fn": 1, "tn": 1},
     "confusion_chunk": {"tp": 4, "fp": 28, "fn": 1, "tn": 7},
     "refused": 0, "full_unjudged": 1,

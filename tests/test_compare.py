@@ -10,7 +10,6 @@ import pytest
 
 from rag import artifacts, compare
 from rag.analysis import load_runs
-from rag.errors import InputError
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 NEW_GRADER = "Say relevant only when a passage states the answer outright."
@@ -84,5 +83,7 @@ def test_pick_pair_falls_back_to_two_configs_and_needs_two_runs():
     before, after, why = compare.pick_pair(runs)
     assert (before.name, after.name) == (runs[0].name, runs[1].name) and "no compiled run" in why
     one = load_runs(sorted(FIXTURE_RUNS.iterdir())[0])
-    with pytest.raises(InputError, match="needs two runs"):
-        compare.pick_pair(one)
+    assert compare.pick_pair(one)[:2] == (None, None) and "needs two runs" in compare.pick_pair(one)[2]
+    # a notebook on a fresh machine: every comparison is empty rather than an error
+    assert compare.paired(None, None).empty and compare.flips(None, None).empty
+    assert compare.metric_deltas(None, None).empty and compare.render_flips(None, None) == "no two runs to compare\n"

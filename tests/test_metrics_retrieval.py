@@ -74,3 +74,11 @@ def test_retrieval_report_on_a_real_index():
     expected = (rows["q1"]["mrr@4"] + rows["q2"]["mrr@4"]) / 2
     assert report["mrr@4"] == pytest.approx(expected, abs=1e-4)
     assert report["needle_recall@4"] == rows["q2"]["needle_recall@4"]
+    # every figure with its 95% interval and n: hit@4 is a share of the 2 scored items (Wilson), MRR a bootstrap mean
+    from rag.stats import wilson
+
+    hits = int(round(report["hit@4"] * 2))
+    assert report["ci"]["hit@4"] == {"lo": round(wilson(hits, 2)[0], 4), "hi": round(wilson(hits, 2)[1], 4), "n": 2,
+                                     "method": "wilson"}
+    mrr = report["ci"]["mrr@4"]
+    assert mrr["n"] == 2 and min(rows["q1"]["mrr@4"], rows["q2"]["mrr@4"]) <= mrr["lo"] <= report["mrr@4"] <= mrr["hi"]

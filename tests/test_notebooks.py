@@ -72,6 +72,27 @@ def test_notebook_runs_on_fixture(path, kernel_env):
         assert "== grade (grader)" in text and "comparing:" in text
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_on_a_fresh_machine_says_what_to_run(path, kernel_env, tmp_path, monkeypatch):
+    """No eval runs and no artifacts yet: every cell still runs, and the notebook says which commands to run."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("SIEVE_RUNS", str(tmp_path / "no-runs-yet"))
+    monkeypatch.setenv("SIEVE_ARTIFACTS_DIR", str(tmp_path / "no-artifacts-yet"))
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    text = "\n".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
+    assert "No eval runs to show" in text and "rag eval --config full --split test --limit 12" in text
+    if path.stem == "compile_report":
+        assert "== grade (grader)" in text and "nothing to compare" in text  # the uncompiled prompts, still shown
+
+
 def test_rag_notebook_command():
     """`rag notebook` names the notebook and this interpreter's jupyter; an unknown name lists the real ones."""
     import importlib.util

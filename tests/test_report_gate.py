@@ -47,9 +47,18 @@ def runs(tmp_path):
 def test_report_table_types_and_failures(runs):
     text = report(list(runs), failures=5)
     assert "| Metric | baseline | full |" in text
-    assert "| End-to-end accuracy | 100.0% | 100.0% |" in text
-    assert "| Correct-refusal rate | 0.0% | 100.0% |" in text
-    assert "| Grader precision (set) | — (no grade steps: reflection off) | 100.0% |" in text
+    # one item each: Wilson(1, 1) = [z^2/(1+z^2), 1] = [20.7%, 100%]; Wilson(0, 1) = [0, 79.3%]
+    assert "| End-to-end accuracy | 100.0% [20.7%, 100.0%] n=1 | 100.0% [20.7%, 100.0%] n=1 |" in text
+    assert "| Correct-refusal rate | 0.0% [0.0%, 79.3%] n=1 | 100.0% [20.7%, 100.0%] n=1 |" in text
+    assert "| Agent errors | 0.0% [0.0%, 65.8%] n=2 | 0.0% [0.0%, 65.8%] n=2 |" in text  # beside the refusals
+    # pooled over grade steps: the bootstrap over items is [100%, 100%] (one positive verdict, right in every
+    # resample), so the wider Wilson(1, 1) interval is reported
+    assert ("| Grader precision (set) | — (no grade steps: reflection off) | 100.0% [20.7%, 100.0%] n=1 grade steps |"
+            in text)
+    # paired over the same two items: full refused u1 (right), baseline answered it; one discordant pair, p = 1
+    assert "### full vs baseline" in text
+    assert ("| Right decision (correct answer, or refusal when due) | 2 | 0.500 | 1.000 | 0.500 [0.000, 1.000] | "
+            "McNemar (exact) (0 vs 1 discordant) | 1 | no detectable difference at n=2 (p=1) |") in text
     assert "Recall@2 (first retrieval)" in text
     assert "### unanswerable (items: 1 / 1)" in text
     # baseline answered the unanswerable item: one failure, diagnosed, with its trace
@@ -147,7 +156,7 @@ def test_cli_report_and_calibrate_with_a_labels_file(runs, tmp_path):
     out = tmp_path / "report.md"
     res = runner.invoke(app, ["report", str(runs[0]), str(runs[1]), "--out", str(out), "--failures", "1"])
     assert res.exit_code == 0, res.output
-    assert "| End-to-end accuracy | 100.0% | 100.0% |" in out.read_text()
+    assert "| End-to-end accuracy | 100.0% [20.7%, 100.0%] n=1 | 100.0% [20.7%, 100.0%] n=1 |" in out.read_text()
     labels = tmp_path / "mine.jsonl"
     labels.write_text('{"id": "a1", "answer": "x", "correct": true, "faithful": true}\n'
                       '{"id": "u1", "answer": "x", "correct": true, "faithful": false}\n')
