@@ -1,7 +1,7 @@
 """``rag compile``: optimize each role's prompt on ``train``, select on ``dev``, report ``test``.
 
 The optimizer never sees ``test``. Every role is scored before and after with its metric
-(optimize/roles.py). Finished roles are checkpointed with what they spent, so an interrupted compile
+(optimize/roles.py), per example, so rag.artifacts can tell a dev gain from noise. Finished roles are checkpointed with what they spent, so an interrupted compile
 re-runs only what is left (and the DSPy cache makes repeated LM calls free). The result is saved as an
 artifact. The ``agent`` role compiles the whole program end to end; its predictors are applied last.
 """
@@ -128,21 +128,24 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None, effort: str 
 
 
 def score(program: dspy.Module, examples: list[dspy.Example], metric: Any, lm: dspy.BaseLM,
-          show_progress: bool = True, label: str = "") -> float | None:
+          show_progress: bool = True, label: str = "") -> tuple[float | None, list[float]]:
+    """(mean, per-example scores in example order): the per-example scores let rag.artifacts test a gain
+    against noise, paired over the same examples."""
     if not examples:
-        return None
-    total = 0.0
+        return None, []
+    each = []
     with dspy.context(lm=lm):
         for i, ex in enumerate(examples, 1):
             try:
-                total += float(metric(ex, program(**ex.inputs())))
+                each.append(round(float(metric(ex, program(**ex.inputs()))), 4))
             except Exception as exc:  # a failed call scores 0, and says so
+                each.append(0.0)
                 print(f"  {label}: example {ex.get('item_id')} failed: {exc}", file=sys.stderr)
             if show_progress:
                 print(f"\r  scoring {label}: {i}/{len(examples)}", end="", file=sys.stderr, flush=True)
     if show_progress:
         print(file=sys.stderr)
-    return round(total / len(examples), 4)
+    return round(sum(each) / len(examples), 4), each
 
 
 def _checkpoint_dir(key: dict[str, Any]) -> Path:
@@ -198,7 +201,10 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
             proposer_lm=lms.get("proposer") or lms.get("answerer"), show_progress=show_progress)
         compiled[role] = program
         scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
-                        "test_before": before["test"], "test_after": after["test"]}
+                        "test_before": before["test"], "test_after": after["test"],
+                        "per_example": {s: {"ids": [ex.get("item_id") for ex in getattr(task, s)],
+                                            "before": before.get(f"{s}_items"), "after": after.get(f"{s}_items")}
+                                        for s in ("dev", "test")}}
 
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
     for role, attr in (("grader", "grade"), ("rewriter", "rewrite"), ("answerer", "respond")):
@@ -234,8 +240,7 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
         return program, state["before"], state["after"], {**state.get("spend", {}), "reused": True}
     counter, usage, started = CallCounter(), UsageTracker(), time.time()
     with dspy.context(callbacks=[*dspy.settings.callbacks, counter], usage_tracker=usage):
-        before = {s: score(task.program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} before")
-                  for s in ("dev", "test")}
+        before = _scores(task.program, task, lm, show_progress, "before")
         print(f"{task.role}: compiling with {optimizer} ({effort}) on {len(task.train)} train examples", file=sys.stderr)
         # DSPy's optimizers print their progress to stdout; stdout is for results, so it goes to stderr (or nowhere)
         with contextlib.ExitStack() as stack:
@@ -244,14 +249,22 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
             stack.enter_context(dspy.context(lm=lm))
             program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
                                     lm, proposer_lm=proposer_lm, effort=effort)
-        after = {s: score(program, getattr(task, s), task.metric, lm, show_progress, f"{task.role} {s} after")
-                 for s in ("dev", "test")}
+        after = _scores(program, task, lm, show_progress, "after")
     spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1),
              "model_calls": sum(len(calls) for calls in usage.usage_data.values())}  # the rest came from the cache
     tmp = done.with_suffix(".tmp")
     tmp.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after, "spend": spend}))
     tmp.replace(done)  # atomic: a checkpoint is whole or absent
     return program, before, after, {**spend, "reused": False}
+
+
+def _scores(program: dspy.Module, task: Any, lm: dspy.BaseLM, show_progress: bool, when: str) -> dict[str, Any]:
+    """``{"dev": mean, "dev_items": [...], "test": mean, "test_items": [...]}`` for ``program`` on ``task``."""
+    out: dict[str, Any] = {}
+    for split in ("dev", "test"):
+        out[split], out[f"{split}_items"] = score(program, getattr(task, split), task.metric, lm, show_progress,
+                                                  f"{task.role} {split} {when}")
+    return out
 
 
 def _example_ids(tasks: dict[str, Any]) -> dict[str, dict[str, list[Any]]]:

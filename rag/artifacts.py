@@ -5,8 +5,10 @@
     artifacts/<name>/manifest.json   versions, models per role, optimizer, golden hash, scores, spend, date
 
 ``select`` picks the artifact that matches the current configuration (same signatures, same models per
-role, same DSPy minor version; the same corpus preferred) and did not score worse on the test split than
-the uncompiled prompts, or validates the one named by the user (which is used even if it scored worse).
+role, same DSPy minor version; the same corpus preferred) and whose gain on the dev split clears noise: a
+paired test over the dev examples (rag.stats) finds at least one role better than the uncompiled prompts and
+none worse. The test split is reported, never used to select. A user-named artifact is validated and used
+whatever it scored. The agent's roles and the judge are selected apart (``roles``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from typing import Any
 import dspy
 
 from rag.errors import ArtifactError
+from rag.stats import ALPHA, Comparison, compare_paired
 
 PROGRAM_FILE, JUDGE_FILE, MANIFEST_FILE = "program.json", "judge.json", "manifest.json"
+AGENT_ROLES = ("grader", "rewriter", "answerer", "agent")  # compiled into program.json
+JUDGE_ROLES = ("judge",)  # compiled into judge.json
 
 
 def signature_fingerprint() -> str:
@@ -58,10 +63,50 @@ class Artifact:
         return p if p.is_file() else None
 
     def test_gain(self) -> float | None:
-        """Sum over roles of test_after - test_before (None when the manifest has no such scores)."""
+        """Sum over roles of test_after - test_before (None when the manifest has no such scores). Reported only."""
         pairs = [(sc.get("test_before"), sc.get("test_after")) for sc in (self.manifest.get("scores") or {}).values()]
         pairs = [(b, a) for b, a in pairs if b is not None and a is not None]
         return round(sum(a - b for b, a in pairs), 4) if pairs else None
+
+    def roles(self, among: tuple[str, ...] = AGENT_ROLES + JUDGE_ROLES) -> list[str]:
+        return [r for r in (self.manifest.get("scores") or {}) if r in among]
+
+    def comparison(self, role: str, split: str = "dev") -> Comparison | None:
+        """Compiled vs uncompiled on ``split``, paired over its examples; None when the manifest lacks them."""
+        per = (((self.manifest.get("scores") or {}).get(role) or {}).get("per_example") or {}).get(split) or {}
+        before, after = per.get("before"), per.get("after")
+        if not before or not after or len(before) != len(after):
+            return None
+        return compare_paired(before, after, "uncompiled", "compiled")
+
+    def dev_verdict(self, roles: tuple[str, ...] = AGENT_ROLES) -> tuple[bool, str]:
+        """(selectable, why): at least one of ``roles`` detectably better on dev, none detectably worse."""
+        mine = self.roles(roles)
+        comps = {r: self.comparison(r) for r in mine}
+        if not mine:
+            return False, f"its manifest records no scores of {', '.join(roles)}, so its gain cannot be told from noise"
+        missing = [r for r, c in comps.items() if c is None]
+        if missing:
+            return False, (f"its manifest has no per-example dev scores for {', '.join(missing)} (compiled by an older "
+                           "Sieve), so its gain cannot be told from noise; recompile with: rag compile")
+        said = "; ".join(f"{r} {c.diff:+.3f} (p={c.p:.2g}, n={c.n})" for r, c in comps.items())
+        if any(c.p < ALPHA and c.diff < 0 for c in comps.values()):
+            return False, f"it scored worse on dev than the uncompiled prompts ({said})"
+        if not any(c.p < ALPHA and c.diff > 0 for c in comps.values()):
+            return False, f"its dev gain is within noise ({said})"
+        return True, f"its dev gain clears noise ({said})"
+
+    def describe(self, role: str) -> str:
+        """One line per role: dev and test, before -> after, and whether the change is more than noise."""
+        sc = (self.manifest.get("scores") or {}).get(role) or {}
+        parts = []
+        for split in ("dev", "test"):
+            c = self.comparison(role, split)
+            noise = ("no per-example scores" if c is None else
+                     c.verdict.replace("compiled higher than uncompiled", "better")
+                     .replace("compiled lower than uncompiled", "worse"))
+            parts.append(f"{split} {_score(sc.get(split + '_before'))} -> {_score(sc.get(split + '_after'))} ({noise})")
+        return f"{role:<9} " + "   ".join(parts)
 
     def problems(self, models: dict[str, str], signatures: str | None = None) -> list[str]:
         """Why this artifact does not fit the current configuration ([] = it fits)."""
@@ -111,9 +156,14 @@ def list_artifacts(root: Path) -> list[Artifact]:
     return found
 
 
-def select(root: Path, models: dict[str, str], name: str | None = None,
-           fingerprint: str | None = None) -> tuple[Artifact | None, list[str]]:
-    """(artifact or None, messages). A named artifact must exist and fit; otherwise the best fitting one."""
+def _score(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def select(root: Path, models: dict[str, str], name: str | None = None, fingerprint: str | None = None,
+           roles: tuple[str, ...] = AGENT_ROLES) -> tuple[Artifact | None, list[str]]:
+    """(artifact or None, messages). A named artifact must exist and fit; otherwise the best fitting one that holds
+    some of ``roles`` and whose dev gain on them clears noise (``Artifact.dev_verdict``)."""
     if name:
         if not Path(name).is_dir() and not (Path(root) / name).exists():
             have = ", ".join(a.name for a in list_artifacts(Path(root))) or "none"
@@ -126,14 +176,17 @@ def select(root: Path, models: dict[str, str], name: str | None = None,
                                 "Recompile with: rag compile, or drop --artifact to run uncompiled")
         return art, []
     messages, fitting = [], []
+    what = "judge" if roles == JUDGE_ROLES else "agent"
     for art in list_artifacts(root):
         problems = art.problems(models)
-        gain = art.test_gain()
         if problems:
             messages.append(f"skipped artifact {art.name}: {'; '.join(problems)}")
-        elif gain is not None and gain < 0:
-            messages.append(f"skipped artifact {art.name}: it scored worse on the test split than the uncompiled "
-                            f"prompts ({gain:+.3f} summed over roles); use --artifact {art.name} to run it anyway")
+            continue
+        if (not art.roles(roles) and art.roles()) or (roles == JUDGE_ROLES and art.judge_path is None):
+            continue  # holds nothing for this purpose (e.g. only a compiled judge)
+        ok, why = art.dev_verdict(roles)
+        if not ok:
+            messages.append(f"skipped artifact {art.name} ({what}): {why}; use --artifact {art.name} to run it anyway")
         else:
             fitting.append(art)
     if not fitting:
@@ -166,10 +219,11 @@ def save(program: dspy.Module, out: Path, manifest: dict[str, Any], judge: dspy.
     return load(out)
 
 
-def apply(program: dspy.Module, artifact: Artifact, judge: dspy.Module | None = None) -> None:
-    """Load the compiled state into a freshly built program (and judge)."""
+def apply(program: dspy.Module | None, artifact: Artifact, judge: dspy.Module | None = None) -> None:
+    """Load the compiled state into a freshly built program (and judge, when the artifact has one)."""
     try:
-        program.load(str(artifact.program_path))
+        if program is not None:
+            program.load(str(artifact.program_path))
         if judge is not None and artifact.judge_path:
             judge.load(str(artifact.judge_path))
     except (KeyError, ValueError, TypeError) as exc:

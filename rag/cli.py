@@ -571,7 +571,8 @@ def compile_cmd(
 def artifacts_cmd(
     artifacts_dir: Optional[Path] = typer.Option(None, help="Where compiled programs live (default: the project's artifacts/)."),
 ) -> None:
-    """List compiled programs with their optimizer, models and before/after scores.
+    """List compiled programs with their optimizer, models and before/after scores, and whether each change is
+    more than noise (a paired test over the split's examples). Selection uses dev only; test is reported.
 
     Examples:
 
@@ -591,9 +592,13 @@ def artifacts_cmd(
         problems = art.problems(models)
         typer.echo(f"{art.name}  optimizer={m.get('optimizer')}  created={m.get('created')}  "
                    f"{'fits this configuration' if not problems else 'does not fit: ' + '; '.join(problems)}")
-        for role, sc in (m.get("scores") or {}).items():
-            typer.echo(f"    {role:<9} dev {sc.get('dev_before')} -> {sc.get('dev_after')}   "
-                       f"test {sc.get('test_before')} -> {sc.get('test_after')}")
+        for role in m.get("scores") or {}:
+            typer.echo(f"    {art.describe(role)}")
+        for what, roles in (("agent", arts.AGENT_ROLES), ("judge", arts.JUDGE_ROLES)):
+            if art.roles(roles):
+                ok, why = art.dev_verdict(roles)
+                typer.echo(f"    {what}: {'selected automatically when it fits' if ok else 'not selected automatically'}"
+                           f": {why}")
 
 
 def main() -> None:

@@ -165,14 +165,49 @@ def test_model_mismatch_is_never_a_silent_wrong_program(tmp_path, tiny_retriever
     assert chosen is None and "other models" in messages[0]
 
 
-def test_an_artifact_that_scored_worse_on_test_is_not_picked_silently(tmp_path, tiny_retriever):
-    scores = {"grader": {"test_before": 0.6, "test_after": 0.5}, "answerer": {"test_before": 0.4, "test_after": 0.45}}
-    _artifact(tmp_path, tiny_retriever, scores=scores)
+def _scored(before, after, test_before=(0.5,), test_after=(0.5,)):
+    """Manifest scores of one role, per example as rag compile keeps them (means beside)."""
+    return {"dev_before": sum(before) / len(before), "dev_after": sum(after) / len(after),
+            "test_before": sum(test_before) / len(test_before), "test_after": sum(test_after) / len(test_after),
+            "per_example": {"dev": {"before": list(before), "after": list(after)},
+                            "test": {"before": list(test_before), "after": list(test_after)}}}
+
+
+def test_artifacts_are_selected_on_dev_when_the_gain_clears_noise(tmp_path, tiny_retriever):
     models = {"grader": "embedded"}
+    # six dev examples that all improve: sign-flip p = 2/64 = 0.031 -> selected, though test got WORSE (never used)
+    _artifact(tmp_path, tiny_retriever, scores={"grader": _scored([0.2] * 6, [0.8] * 6, [0.9] * 8, [0.1] * 8)})
     chosen, messages = artifacts.select(tmp_path / "arts", models)
-    assert chosen is None and "scored worse on the test split" in messages[0] and "-0.050" in messages[0]
+    assert chosen is not None and chosen.name == "a" and messages == []
+    assert chosen.dev_verdict() == (True, "its dev gain clears noise (grader +0.600 (p=0.031, n=6))")
+    assert chosen.test_gain() < 0  # reported by rag artifacts, not a reason to skip
+
+
+def test_a_dev_gain_within_noise_is_not_picked_silently(tmp_path, tiny_retriever):
+    models = {"grader": "embedded"}
+    # three dev examples that all improve: the smallest possible p is 2/8 = 0.25 -> within noise
+    _artifact(tmp_path, tiny_retriever, scores={"grader": _scored([0.267] * 3, [0.667] * 3)})
+    chosen, messages = artifacts.select(tmp_path / "arts", models)
+    assert chosen is None and messages == [
+        "skipped artifact a (agent): its dev gain is within noise (grader +0.400 (p=0.25, n=3)); "
+        "use --artifact a to run it anyway"]
     named, _ = artifacts.select(tmp_path / "arts", models, name="a")  # asked for by name: used
-    assert named is not None and named.test_gain() == -0.05
+    assert named is not None and named.name == "a"
+
+
+def test_a_detectable_loss_on_any_role_or_missing_per_example_scores_skip_an_artifact(tmp_path, tiny_retriever):
+    models = {"grader": "embedded"}
+    scores = {"grader": _scored([0.2] * 6, [0.8] * 6), "answerer": _scored([1.0] * 6, [0.0] * 6)}
+    _artifact(tmp_path, tiny_retriever, scores=scores)
+    chosen, messages = artifacts.select(tmp_path / "arts", models)
+    assert chosen is None and "scored worse on dev than the uncompiled prompts" in messages[0]
+    assert "answerer -1.000 (p=0.031, n=6)" in messages[0]
+    old = {"grader": {"dev_before": 0.2, "dev_after": 0.9, "test_before": 0.5, "test_after": 0.6}}  # means only
+    art = _artifact(tmp_path, tiny_retriever, scores=old)
+    ok, why = art.dev_verdict()
+    assert not ok and "no per-example dev scores for grader" in why and "recompile" in why
+    assert art.describe("grader") == ("grader    dev 0.200 -> 0.900 (no per-example scores)   "
+                                      "test 0.500 -> 0.600 (no per-example scores)")
 
 
 def test_random_search_compiles_and_saves(setup):
