@@ -179,21 +179,22 @@ def search_cmd(
 @app.command("eval")
 def eval_cmd(
     config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full (list: show them)."),
-    golden: Optional[Path] = typer.Option(None, "--golden", help="Golden set JSONL [default: golden/python_ref.jsonl]."),
-    split: Optional[str] = typer.Option(None, "--split", help="train | dev | test | all [default: test; all with --retrieval-only]."),
+    golden: Optional[Path] = typer.Option(None, "--golden", help="Golden set JSONL (default: golden/python_ref.jsonl)."),
+    split: Optional[str] = typer.Option(None, "--split", help="train | dev | test | all (default: test; all with --retrieval-only)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only N items of the split (a sample stratified by question type)."),
     retrieval_only: bool = typer.Option(False, "--retrieval-only", help="Score retrieval only (Recall/MRR/hit/needle recall@k); no language model."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder [default: $SIEVE_HOME/index]."),
-    k: Optional[int] = typer.Option(None, "--k", "-k", help="Cut-off k [default: top_k = 4]."),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid [default: hybrid; with --config: the config's]."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (default: $SIEVE_HOME/index)."),
+    k: Optional[int] = typer.Option(None, "--k", "-k", help="Cut-off k (default: top_k = 4)."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid (default: hybrid; with --config: the config's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, key=value (repeatable)."),
     gate: Optional[Path] = typer.Option(None, "--gate", help="Thresholds JSON; exit 1 when a metric is out of bounds."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items [default: 1 for the embedded model, else 4]."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder [default: $SIEVE_HOME/runs/<config>-<golden hash>]."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items (default: 1 for the embedded model, else 4)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    repeat: Optional[int] = typer.Option(None, "--repeat", help="Run the evaluation N times with the LM cache off and print the spread of each metric (run-to-run variance)."),
 ) -> None:
     """Run the agent on a golden set and score every decision; or score retrieval alone.
 
@@ -203,12 +204,13 @@ def eval_cmd(
       rag eval --config full --split test --limit 20
       rag eval --config baseline --json
       rag eval --config full --gate rag/configs/gate_ci.json --limit 2
+      rag eval --config full --limit 6 --repeat 3     # run-to-run spread, cache off
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
     """
     _clean_warnings()
     import json
 
-    _at_least(1, k=k, limit=limit, threads=threads)
+    _at_least(1, k=k, limit=limit, threads=threads, repeat=repeat)
     if retrieval_only:
         from rag.config import PROJECT_ROOT
         from rag.errors import InputError
@@ -218,7 +220,7 @@ def eval_cmd(
         from rag.retrieve import Retriever
 
         agent_only = {"--config": config, "--out": out, "--threads": threads, "--no-judge": no_judge or None,
-                      "--no-artifact": no_artifact or None}
+                      "--no-artifact": no_artifact or None, "--repeat": repeat}
         if any(v is not None for v in agent_only.values()):
             raise InputError(f"--retrieval-only runs no agent, so {', '.join(f for f, v in agent_only.items() if v is not None)} "
                              "would be ignored; drop it, or drop --retrieval-only")
@@ -260,7 +262,7 @@ def eval_cmd(
     on_interrupt("finished items are kept in the run folder; run the same command again to resume")
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
-                              show_progress=not quiet, use_artifact=not no_artifact)
+                              show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat)
     raise typer.Exit(code)
 
 

@@ -136,10 +136,12 @@ def select_items(items: list[Any], split: str) -> list[Any]:
 def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,
                        index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
-                       judge: bool = True, show_progress: bool = True, use_artifact: bool = True) -> int:
+                       judge: bool = True, show_progress: bool = True, use_artifact: bool = True,
+                       repeat: int | None = None) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
-    ``config="list"`` prints the named configurations with their descriptions instead.
+    ``config="list"`` prints the named configurations with their descriptions instead. ``repeat`` runs the
+    evaluation that many times with the LM cache off and prints the spread of each metric (rag.repeat).
     """
     if config in ("list", "?"):
         for name, table in load_eval_configs().items():
@@ -156,7 +158,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
         from rag.runs import read_run_json
 
         read_run_json(out)
-    settings, skipped = resolve_config(config, set_pairs, index_dir)
+    base_pairs = list(set_pairs or [])
+    settings, skipped = resolve_config(config, base_pairs + (["cache=false"] if repeat else []), index_dir)
     if skipped:
         print(f"skipped: {skipped}", file=sys.stderr)
         if json_out:
@@ -173,24 +176,43 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     for message in program.messages:
         print(message, file=sys.stderr)
     print(f"Using {program.description}", file=sys.stderr)
-    lms, agent = program.lms, program.agent
+    lms, agent, answer_judge = program.lms, program.agent, program.judge
+    if judge:
+        print(f"Judge: {answer_judge.description}", file=sys.stderr)
     chunks = agent.retriever.index.chunks
     run_config = fingerprint(settings, lms)
     run_config["artifact"] = program.artifact.name if program.artifact else None
-    variant = list(set_pairs or []) + ([f"artifact={program.artifact.name}"] if program.artifact else [])
+    variant = base_pairs + ([f"artifact={program.artifact.name}"] if program.artifact else [])
+    if judge and answer_judge.compiled_from:  # recorded in run.json, and a run of its own
+        run_config["judge_artifact"] = answer_judge.compiled_from
+        variant.append(f"judge_artifact={answer_judge.compiled_from}")
     out_dir = out or default_run_dir(config, ghash, variant)
-    summary = run_eval(items, agent, lms.get("judge"), out_dir, config, chunks=chunks, ghash=ghash,
-                       config=run_config, k=settings.top_k, threads=threads or default_threads(lms),
-                       limit=limit, judge=judge, show_progress=show_progress,
-                       latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
+
+    def run_in(folder: Path) -> dict[str, Any]:
+        return run_eval(items, agent, lms.get("judge"), folder, config, chunks=chunks, ghash=ghash,
+                        config=run_config, k=settings.top_k, threads=threads or default_threads(lms),
+                        limit=limit, judge=judge, show_progress=show_progress, answer_judge=answer_judge,
+                        latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
+
+    if repeat:
+        from rag.repeat import run_repeats
+
+        base = out or out_dir.with_name(out_dir.name + "-repeat")
+        return run_repeats(repeat, run_in, base, json_out=json_out,
+                           gate=(lambda s: _gate(s, gate)) if gate is not None else None)
+    summary = run_in(out_dir)
     print_summary(summary, out_dir, json_out)
-    if gate is not None:
-        failures = check_gate(summary["metrics"], summary["why"], gate)
-        for line in failures:
-            print(f"gate failed: {line}", file=sys.stderr)
-        if failures:
-            return 1
-        print(f"gate passed ({gate})", file=sys.stderr)
+    return _gate(summary, gate) if gate is not None else 0
+
+
+def _gate(summary: Mapping[str, Any], gate: Path) -> int:
+    """Check ``summary`` against the gate file: 1 (and why, on stderr) when a metric is out of bounds, else 0."""
+    failures = check_gate(summary["metrics"], summary["why"], gate)
+    for line in failures:
+        print(f"gate failed: {line}", file=sys.stderr)
+    if failures:
+        return 1
+    print(f"gate passed ({gate})", file=sys.stderr)
     return 0
 
 

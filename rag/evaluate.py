@@ -63,12 +63,14 @@ def chunk_texts(chunks: Iterable[Any]) -> dict[str, str]:
 def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Path, config_name: str, *,
              chunks: Iterable[Any] = (), ghash: str = "", config: Mapping[str, Any] | None = None,
              k: int | None = None, threads: int = 1, limit: int | None = None, judge: bool = True,
-             latency_ledger: str | Path | None = None, show_progress: bool = True) -> dict[str, Any]:
+             latency_ledger: str | Path | None = None, show_progress: bool = True,
+             answer_judge: AnswerJudge | None = None) -> dict[str, Any]:
     """Run, judge and score ``items`` (the first ``limit``), resuming what ``out_dir`` already holds.
 
     ``agent(question=...)`` returns the Sieve prediction; ``judge_lm`` grades answered items (None = the
-    configured dspy LM; ``judge=False`` skips judging). ``latency_ledger`` (a JSONL path, see rag.latency) lets
-    cached LM steps be charged their originally measured latency. Returns the summary also in summary.json.
+    configured dspy LM; ``judge=False`` skips judging); ``answer_judge`` (e.g. a compiled one) replaces that judge.
+    ``latency_ledger`` (a JSONL path, see rag.latency) lets cached LM steps be charged their originally measured
+    latency. Returns the summary also in summary.json.
     """
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
@@ -85,7 +87,7 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     todo = [it for it in selected if it.id not in done]
     chunks = list(chunks)
     texts = chunk_texts(chunks)
-    judge_fn = AnswerJudge(judge_lm) if judge else None
+    judge_fn = (answer_judge or AnswerJudge(judge_lm)) if judge else None
     ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, ledger=LatencyLedger(latency_ledger), k=k,
                max_rewrites=max_rewrites, config_name=config_name)
     lock, count = threading.Lock(), [len(selected) - len(todo)]

@@ -17,11 +17,24 @@ class AnswerJudge:
     """``judge(question, reference, answer, passages) -> dict(correct, faithful, reason, latency_ms, ...)``.
 
     ``passages`` are what the answerer was shown, as (chunk_id, title, text). ``lm`` None = the configured LM.
+    ``compiled_from`` names the artifact whose compiled judge (instructions and demos) was loaded, else None.
     """
 
     def __init__(self, lm: dspy.BaseLM | None = None):
         self.lm = lm
         self.predict = dspy.Predict(Judge)
+        self.compiled_from: str | None = None
+
+    def load_compiled(self, artifact: Any) -> None:
+        """Load the compiled judge of ``artifact`` (rag.artifacts.Artifact with a judge.json)."""
+        from rag import artifacts
+
+        artifacts.apply(None, artifact, judge=self.predict)
+        self.compiled_from = artifact.name
+
+    @property
+    def description(self) -> str:
+        return f"compiled judge from artifact {self.compiled_from}" if self.compiled_from else "uncompiled judge"
 
     def __call__(self, question: str, reference: str, answer: str,
                  passages: Sequence[tuple[str, str, str]]) -> dict[str, Any]:

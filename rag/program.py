@@ -1,6 +1,8 @@
 """Assemble the agent for a configuration: index + retriever, LMs per role, and the compiled artifact.
 
-``rag ask``, ``rag eval`` and the notebooks all build the program here, so they run the same thing.
+``rag ask``, ``rag eval`` and the notebooks all build the program here, so they run the same thing. The judge
+(``rag eval``) is built here too: compiled when an artifact holds a judge whose dev gain clears noise, or when
+the artifact named with ``--artifact`` holds one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dspy
 from rag import artifacts
 from rag.agent import Sieve
 from rag.config import Settings
+from rag.judge import AnswerJudge
 
 
 @dataclass
@@ -22,6 +25,7 @@ class Program:
     models: dict[str, str]
     lms: dict[str, dspy.BaseLM]
     messages: list[str] = field(default_factory=list)  # diagnostics for stderr
+    judge: AnswerJudge | None = None
 
     @property
     def description(self) -> str:
@@ -40,10 +44,18 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     models = resolve_specs(settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms)
+    judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:
-        artifact, messages = artifacts.select(Path(settings.artifacts_dir), models, name=settings.artifact,
-                                              fingerprint=retriever.index.fingerprint)
+        root, fingerprint = Path(settings.artifacts_dir), retriever.index.fingerprint
+        artifact, messages = artifacts.select(root, models, name=settings.artifact, fingerprint=fingerprint)
         if artifact is not None:
             artifacts.apply(agent, artifact)
-    return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages)
+        if settings.artifact:  # a named artifact brings its judge, if it has one
+            judged = artifact if artifact is not None and artifact.judge_path else None
+        else:
+            judged, more = artifacts.select(root, models, fingerprint=fingerprint, roles=artifacts.JUDGE_ROLES)
+            messages += [m for m in more if m not in messages]
+        if judged is not None:
+            judge.load_compiled(judged)
+    return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages, judge=judge)

@@ -205,3 +205,16 @@ def test_limit_takes_a_stratified_sample_of_types():
     items = [NS(id=f"{t[0]}{i}", type=t) for t in ("answerable", "vague", "unanswerable") for i in range(3)]
     assert [it.id for it in interleave_types(items)][:4] == ["a0", "v0", "u0", "a1"]
     assert sorted(it.id for it in interleave_types(items)) == sorted(it.id for it in items)
+
+
+def test_eval_help_shows_its_defaults():
+    """Help text in square brackets is rich markup: "[default: x]" printed as nothing ("Golden set JSONL .")."""
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "220", "NO_COLOR": "1"})
+    assert res.exit_code == 0
+    for text in ("Golden set JSONL (default: golden/python_ref.jsonl).", "Index folder (default: $SIEVE_HOME/index).",
+                 "Cut-off k (default: top_k = 4).", "a sample stratified by question type", "--repeat"):
+        assert text in res.stdout, text
