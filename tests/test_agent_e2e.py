@@ -18,7 +18,7 @@ def test_real_model_answers_or_refuses_with_a_valid_trace(tmp_path):
     from rag.config import Settings
     from rag.lm.roles import configure_dspy, lms_for_roles
     from rag.retrieve import Retriever
-    from retrieval_support import small_index
+    from tests.retrieval_support import small_index
 
     settings = Settings(cache=False, cache_dir=tmp_path / "cache")
     configure_dspy(settings)

@@ -153,7 +153,12 @@ def test_render_trace_step_by_step(runs):
         if st["node"] == "rewrite":
             assert repr(st["rewrite"]) in text
     assert text.splitlines()[-1].startswith(f"= answered: {len(steps)} steps, 1 rewrites")
-    assert "*" + rec["gold_ids"][0] in text or rec["gold_ids"][0] not in text  # gold marked wherever shown
+    # a-020's gold comparisons#004 was retrieved first (rank 2) and shown to the first grade: marked both times
+    gold = rec["gold_ids"][0]
+    rank = next(h["rank"] for h in steps[0]["hits"] if h["chunk_id"] == gold)
+    assert f"* #{rank} {gold}" in text and "*" + gold in text.split("2. grade", 1)[1].splitlines()[1]
+    body = text.split("\n1. retrieve", 1)[1]  # below the header line that lists the gold ids
+    assert body.count(gold) == body.count("*" + gold) + body.count(f"* #{rank} {gold}")  # never unmarked
 
 
 def test_latency_by_node(runs):

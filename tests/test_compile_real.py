@@ -20,7 +20,7 @@ def test_tiny_real_compile_of_the_grader(tmp_path):
     from rag.config import Settings
     from rag.lm.roles import configure_dspy
     from rag.retrieve import Retriever
-    from retrieval_support import small_index
+    from tests.retrieval_support import small_index
 
     rows = [json.loads(line) for line in (PROJECT_ROOT / "golden" / "python_ref.jsonl").read_text().splitlines()]
     golden = tmp_path / "tiny.jsonl"

@@ -10,25 +10,20 @@ import json
 import re
 import threading
 
+import dspy
 import pytest
-
-dspy = pytest.importorskip("dspy")
-try:
-    from rag.chunking import Chunk
-    from rag.index import build_index
-    from rag.retrieve import Retriever
-except ImportError:  # the retrieval branch is not merged into this tree yet
-    pytest.skip("retrieval not merged yet", allow_module_level=True)
-
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.lm15 import Message, Response, TextPart, Usage
 from dspy.utils import DummyLM
 
 from rag.agent import Sieve
+from rag.chunking import Chunk
 from rag.config import Settings
 from rag.errors import ModelError
 from rag.evaluate import run_eval
 from rag.golden import GoldenItem
+from rag.index import build_index
+from rag.retrieve import Retriever
 from rag.runs import read_records
 
 DOCS = {

@@ -16,7 +16,7 @@ from rag.lm.local import find_smollm2_gguf
 from rag.lm.trace import LMCall, record_calls
 from tests.lm_loopback import Fault, FaultProxy, LlamaServer, groq_error
 
-pytestmark = pytest.mark.slow
+SLOW = pytest.mark.slow  # the tests that start the loopback server; the pure-function ones stay in the quick suite
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +56,7 @@ def ask(lm, question="Who wrote Hamlet?", passage="Hamlet is a tragedy written b
         return dspy.Predict(Verdict)(question=question, passage=passage)
 
 
+@SLOW
 def test_typed_call_through_real_server(proxy, tmp_path):
     proxy.reset()
     lm, engine = make_lm(proxy, tmp_path)
@@ -75,6 +76,7 @@ def test_typed_call_through_real_server(proxy, tmp_path):
         "groq/openai/gpt-oss-20b", 1, 0, entry["usage"]["prompt_tokens"])
 
 
+@SLOW
 def test_async_path(proxy, tmp_path):
     import asyncio
 
@@ -100,6 +102,7 @@ def test_structured_output_mode_per_model():
     assert groq_module.response_format_for("qwen/qwen3-32b", Request(model="x", messages=(Message.user("hi"),))) is None
 
 
+@SLOW
 def test_429_retry_after_is_honoured(proxy, tmp_path):
     limited = Fault(429, {"retry-after": "1"}, groq_error("Rate limit reached on tokens per minute (TPM)"))
     proxy.reset(limited, limited)
@@ -120,6 +123,7 @@ def test_429_retry_after_is_honoured(proxy, tmp_path):
     assert (row.calls, row.failed) == (1, 2)
 
 
+@SLOW
 def test_server_errors_retry_a_bounded_number_of_times(proxy, tmp_path):
     proxy.reset(*[Fault(503, {}, '{"error":{"message":"over capacity"}}')] * 10)
     lm, engine = make_lm(proxy, tmp_path, retry=RetryPolicy(max_retries=2, base_delay=0.1, jitter=0.0))
@@ -132,6 +136,7 @@ def test_server_errors_retry_a_bounded_number_of_times(proxy, tmp_path):
     assert (row.calls, row.failed) == (0, 3)
 
 
+@SLOW
 def test_slow_server_times_out_and_retries_are_bounded(proxy, tmp_path):
     proxy.reset(*[Fault(200, {}, "{}", delay=3.0)] * 3)
     lm, _ = make_lm(proxy, tmp_path, timeout=0.5, retry=RetryPolicy(max_retries=1, base_delay=0.05))
@@ -142,6 +147,7 @@ def test_slow_server_times_out_and_retries_are_bounded(proxy, tmp_path):
     assert time.perf_counter() - start < 2.5  # never waited for the 3 s answers
 
 
+@SLOW
 def test_daily_quota_stops_cleanly_and_resumes_from_cache(proxy, tmp_path):
     from rag.config import Settings
     from rag.lm.roles import configure_dspy
