@@ -182,11 +182,23 @@ def test_report_shortens_long_error_details(tmp_path):
     assert len(line) < 360 and line.endswith("…")
 
 
-def test_shipped_ci_gate_names_real_metrics(runs):
+def test_shipped_ci_gate_holds_on_the_measured_full_run_and_can_trip():
+    """gate_ci.json's floors are the committed measured full runs minus 0.10 (README): the fixture's full run (a
+    real rag eval) passes; a run 0.2 worse on each bounded metric fails every bound."""
+    from pathlib import Path
+
     from rag.eval_cli import CONFIGS_FILE
 
-    summary = json.loads((runs[1] / "summary.json").read_text())
-    assert check_gate(summary["metrics"], summary["why"], CONFIGS_FILE.parent / "gate_ci.json") == []
+    gate = CONFIGS_FILE.parent / "gate_ci.json"
+    summary = json.loads((Path(__file__).parent / "fixtures" / "runs" / "full" / "summary.json").read_text())
+    assert check_gate(summary["metrics"], summary["why"], gate) == []
+    bounds = json.loads(gate.read_text())
+    assert {"grader_set_precision", "false_refusal_rate", "error_rate"} <= set(bounds)
+    worse = {**summary["metrics"], **{k: summary["metrics"][k] - 0.2 if "min" in b else summary["metrics"][k] + 0.2
+                                      for k, b in bounds.items()}}
+    assert len(check_gate(worse, summary["why"], gate)) == len(bounds)
+    for name, bound in bounds.items():  # every bound is reachable: within [0, 1], not at its edge
+        assert 0 < bound.get("min", bound.get("max")) < 1, name
 
 
 def test_default_run_dir_names(monkeypatch, tmp_path):
