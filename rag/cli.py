@@ -211,6 +211,8 @@ def eval_cmd(
     import json
 
     _at_least(1, k=k, limit=limit, threads=threads, repeat=repeat)
+    if quiet:
+        _quiet_loading()
     if retrieval_only:
         from rag.config import PROJECT_ROOT
         from rag.errors import InputError
