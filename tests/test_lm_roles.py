@@ -57,7 +57,7 @@ def test_rag_models_and_usage_commands(no_key, tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["models"])
     assert result.exit_code == 0, result.output
-    lines = result.output.strip().splitlines()
+    lines = result.stdout.strip().splitlines()  # assembly and engine-check progress go to stderr
     assert [line.split()[0] for line in lines] == ["grader", "rewriter", "answerer", "judge", "proposer"]
     for line in lines[:4]:  # the default model: its file, size, hash check and measured speed
         assert "embedded" in line and "ok: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (1,117 MB, sha256 ok" in line
