@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import sys
@@ -47,7 +48,7 @@ def run_cli(*args: object) -> Outcome:
 
     out, err = io.StringIO(), io.StringIO()
     code: int | None = None
-    old_argv = sys.argv
+    old_argv, old_env = sys.argv, dict(os.environ)  # a command may set variables (rag index -q does)
     sys.argv = ["rag", *(str(a) for a in args)]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
@@ -63,6 +64,8 @@ def run_cli(*args: object) -> Outcome:
                 err.write(traceback.format_exc())
     finally:
         sys.argv = old_argv
+        os.environ.clear()
+        os.environ.update(old_env)
     return Outcome(code, out.getvalue(), err.getvalue())
 
 
