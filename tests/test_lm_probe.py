@@ -3,6 +3,7 @@ and a child that dies becomes one line naming the cause and the fix."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -70,7 +71,12 @@ def test_an_unloadable_model_fails_the_check_in_the_child_not_here(tmp_path, iso
     with pytest.raises(ModelError, match=r"^llama.cpp could not run not-a-model.gguf: ") as info:
         probe.ensure_engine_runs(bad)
     assert "\n" not in str(info.value)
-    assert not (isolated_sieve_home / "models" / "engine-checks.json").exists()  # a failure is not remembered
+    # a failure is not remembered (other tests of the session may have remembered their own good models)
+    checks_file = isolated_sieve_home / "models" / "engine-checks.json"
+    remembered = json.loads(checks_file.read_text(encoding="utf-8")) if checks_file.exists() else {}
+    assert probe._key(bad, True) not in remembered
+    with pytest.raises(ModelError):  # and so the next call checks again
+        probe.ensure_engine_runs(bad)
 
 
 @pytest.mark.slow
