@@ -14,7 +14,7 @@ import contextvars
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -64,13 +64,18 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
              chunks: Iterable[Any] = (), ghash: str = "", config: Mapping[str, Any] | None = None,
              k: int | None = None, threads: int = 1, limit: int | None = None, judge: bool = True,
              latency_ledger: str | Path | None = None, show_progress: bool = True,
-             answer_judge: AnswerJudge | None = None) -> dict[str, Any]:
+             answer_judge: AnswerJudge | None = None, runner: "ItemRunner | None" = None) -> dict[str, Any]:
     """Run, judge and score ``items`` (the first ``limit``), resuming what ``out_dir`` already holds.
 
     ``agent(question=...)`` returns the Sieve prediction; ``judge_lm`` grades answered items (None = the
     configured dspy LM; ``judge=False`` skips judging); ``answer_judge`` (e.g. a compiled one) replaces that judge.
     ``latency_ledger`` (a JSONL path, see rag.latency) lets cached LM steps be charged their originally measured
     latency. Returns the summary also in summary.json.
+
+    ``runner(todo, finish, **item_ctx)`` replaces the in-process loop (``rag.distributed.eval`` runs items on Ray
+    workers, each building :func:`item_context` from ``item_ctx`` and its own program): it must call
+    ``finish(record)`` once per finished item, on this thread (the only writer of results.jsonl), and return the
+    run-stopping error, if any. ``agent`` is then used only for ``k`` and the rewrite bound.
     """
     if threads < 1:
         raise InputError(f"--threads must be >= 1, got {threads}")
@@ -85,11 +90,12 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
               f"the file as it was is kept in {backup}", file=sys.stderr)
     done = {r["id"] for r in read_records(out_dir)}
     todo = [it for it in selected if it.id not in done]
-    chunks = list(chunks)
-    texts = chunk_texts(chunks)
-    judge_fn = (answer_judge or AnswerJudge(judge_lm)) if judge else None
-    ctx = dict(chunks=chunks, texts=texts, judge=judge_fn, ledger=LatencyLedger(latency_ledger), k=k,
-               max_rewrites=max_rewrites, config_name=config_name)
+    judge_fn = (answer_judge or AnswerJudge(judge_lm)) if judge and runner is None else None
+    ctx = item_context(chunks=chunks, judge=judge_fn, latency_ledger=latency_ledger, k=k, max_rewrites=max_rewrites,
+                       config_name=config_name)
+    # The selection is on disk before the first item runs: a run killed outright (SIGKILL, power loss) still
+    # says "n of 62 done" to rag report instead of passing off what finished as the whole selection.
+    write_summary(out_dir, selected, config_name=config_name, ghash=ghash, k=k, max_rewrites=max_rewrites)
     lock, count = threading.Lock(), [len(selected) - len(todo)]
     if show_progress and count[0]:
         print(f"resuming {out_dir}: {count[0]} of {len(selected)} items already done", file=sys.stderr)
@@ -107,9 +113,12 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
 
     failure: BaseException | None = None
     try:
-        if threads == 1:
+        if runner is not None:
+            failure = runner(todo, finish, latency_ledger=latency_ledger, k=k, max_rewrites=max_rewrites,
+                             config_name=config_name)
+        elif threads == 1:
             for it in todo:
-                finish(_run_item(it, agent, **ctx))
+                finish(run_item(it, agent, **ctx))
         else:
             failure = _run_parallel(todo, agent, threads, finish, ctx)
     except BaseException as exc:  # fatal errors, and bugs: keep what finished, then raise
@@ -123,6 +132,17 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     return summary
 
 
+ItemRunner = Callable[..., "BaseException | None"]  # (todo, finish, **item_ctx) -> the run-stopping error
+
+
+def item_context(*, chunks: Iterable[Any], judge: AnswerJudge | None, latency_ledger: str | Path | None, k: int,
+                 max_rewrites: int, config_name: str) -> dict[str, Any]:
+    """The keyword arguments :func:`run_item` takes besides the item and the agent."""
+    chunks = list(chunks)
+    return dict(chunks=chunks, texts=chunk_texts(chunks), judge=judge, ledger=LatencyLedger(latency_ledger), k=k,
+                max_rewrites=max_rewrites, config_name=config_name)
+
+
 def _run_parallel(todo, agent, threads, finish, ctx) -> BaseException | None:
     """Items on a bounded thread pool; the first aborting error cancels what has not started."""
     failure = None
@@ -132,7 +152,7 @@ def _run_parallel(todo, agent, threads, finish, ctx) -> BaseException | None:
         while queue or pending:
             while queue and len(pending) < threads and failure is None:
                 run = contextvars.copy_context().run  # keep dspy.context() overrides inside the workers
-                pending.add(pool.submit(run, _run_item, queue.pop(0), agent, **ctx))
+                pending.add(pool.submit(run, run_item, queue.pop(0), agent, **ctx))
             if failure is not None:
                 queue.clear()
             if not pending:
@@ -148,8 +168,9 @@ def _run_parallel(todo, agent, threads, finish, ctx) -> BaseException | None:
     return failure
 
 
-def _run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[str, str],
+def run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[str, str],
               judge: AnswerJudge | None, ledger: LatencyLedger, k: int, max_rewrites: int, config_name: str) -> dict[str, Any]:
+    """Run, judge and score one item: its results.jsonl record. Agent errors are recorded; fatal ones raise."""
     start = time.perf_counter()
     gold = set(gold_chunk_ids(item, chunks))
     prediction, error, verdict = None, None, None

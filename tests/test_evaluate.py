@@ -196,3 +196,28 @@ def test_limit_and_agent_errors_are_recorded(retriever, tmp_path):
     assert [r["id"] for r in records] == ["q3", "q4"] and summary["n_selected"] == 2
     assert records[1]["status"] == "error" and "unparseable reply" in records[1]["error"]
     assert summary["counts"]["errors"] == 1 and summary["metrics"]["e2e_accuracy"] == 0.0
+
+
+def test_a_run_killed_outright_still_knows_its_selection(retriever, tmp_path):
+    """summary.json holds the selection before the first item runs: a SIGKILL mid-run (no except clause runs)
+    leaves rag report saying how many of the selected items are done, not "n/n complete"."""
+    from rag.report import load_run
+
+    out = tmp_path / "run"
+    seen = []
+
+    def kill_on_second(messages):
+        if "see-through crossings" in messages[-1]["content"]:
+            seen.append(json.loads((out / "summary.json").read_text()))
+            raise SystemExit("killed")  # stands in for a death that skips the end-of-run summary
+        return Script(boom=False)(messages)
+
+    agent, lm = agent_with(retriever, kill_on_second)
+    items = [ITEMS[0], ITEMS[1], ITEMS[3]]
+    with pytest.raises(SystemExit):
+        run_eval(items, agent, lm, out, "full", chunks=retriever.index.chunks, ghash="h4", show_progress=False)
+    assert seen and (seen[0]["n_selected"], seen[0]["complete"]) == (3, False)
+    (out / "summary.json").write_text(json.dumps(seen[0]))  # what a SIGKILL at that moment leaves on disk
+    with pytest.warns(UserWarning, match="recomputed"):
+        run = load_run(out)
+    assert (run["summary"]["n_done"], run["summary"]["n_selected"], run["summary"]["complete"]) == (1, 3, False)
