@@ -97,8 +97,30 @@ def test_raw_quotes_in_the_last_free_text_field_survive_and_are_re_escaped():
     opened, name = open_last_string(bound_schema(schema, max_tokens=512))
     assert name == "answer" and '"' not in opened["properties"]["answer"]["pattern"].split("]")[0]  # quotes allowed
     raw = '{"cited_ids": ["bool#001"], "answer": "The expression "not \'foo\'" is False [bool#001]."}'
-    text, cut = close_last_string(raw, "answer")
+    text, cut, spilled = close_last_string(raw, "answer")
     assert json.loads(text)["answer"] == 'The expression "not \'foo\'" is False [bool#001].' and not cut
-    text, cut = close_last_string('{"cited_ids": [], "answer": "It runs on and o', "answer")
+    assert not spilled
+    text, cut, _ = close_last_string('{"cited_ids": [], "answer": "It runs on and o', "answer")
     assert json.loads(text)["answer"] == "It runs on and o" and cut  # generation stopped inside: noted as cut
+    # A quoted list inside prose is text; a quote-comma-key is the model starting a field the schema lacks
+    listed = '{"cited_ids": [], "answer": "Use "a", "b" or "c" [x#001]."}'
+    assert json.loads(close_last_string(listed, "answer")[0])["answer"] == 'Use "a", "b" or "c" [x#001].'
     assert open_last_string({"type": "object", "properties": {"ok": {"type": "boolean"}}})[1] is None
+
+
+def test_a_key_spilled_into_the_last_free_text_field_is_cut_off():
+    """Seen on Qwen2.5-Coder-1.5B (test item pyref-a-050): it closed the answer, wrote a key of its own and then
+    code fences until the bound; the grammar took all of it as answer text."""
+    import json
+
+    from rag.lm.local import close_last_string
+
+    raw = ('{"cited_ids": ["formatstrings#012"], "answer": "The \'_\' option signals an underscore separator for '
+           'type \'b\'", "chunk_ids": ["[formatstrings#012]"] }\n```\n```\n```"}')
+    text, cut, spilled = close_last_string(raw, "answer")
+    assert json.loads(text) == {"cited_ids": ["formatstrings#012"],
+                                "answer": "The '_' option signals an underscore separator for type 'b'"}
+    assert spilled and not cut
+    # quotes the model escaped itself are its text, even when they look like a key
+    escaped = '{"cited_ids": [], "answer": "Write \\", \\"key\\": 1 [a#001]"}'
+    assert close_last_string(escaped, "answer") == (escaped, False, False)

@@ -196,19 +196,27 @@ def open_last_string(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None
     return schema, name
 
 
-def close_last_string(text: str, name: str) -> tuple[str, bool]:
-    """(valid JSON text, whether the value was cut): the raw last string re-escaped, closed if generation stopped."""
-    try:
-        json.loads(text, strict=False)
-        return text, False
-    except json.JSONDecodeError:
-        pass
+# A quote, a comma and a new key: the model closing the free string and starting another field (a key the
+# schema does not have, so the grammar read it as more text). Prose practically never contains this.
+KEY_SPILL = re.compile(r'(?<!\\)"\s*,\s*"[A-Za-z_][A-Za-z0-9_ ]{0,40}"\s*:')
+
+
+def close_last_string(text: str, name: str) -> tuple[str, bool, bool]:
+    """(valid JSON text, whether the value was cut, whether it spilled): the raw last string re-escaped, closed if
+    generation stopped, and cut where the model began another key inside it (``", "chunk_ids": [...``)."""
     start = re.search(r'"%s"\s*:\s*"' % re.escape(name), text)
+    body = text[start.end():] if start else ""
+    spill = KEY_SPILL.search(body)
+    if not spill:
+        try:
+            json.loads(text, strict=False)
+            return text, False, False
+        except json.JSONDecodeError:
+            pass
     if not start:
-        return text, False
-    body = text[start.end():]
+        return text, False, False
     end = re.search(r'"\s*}\s*$', body)
-    raw = body[:end.start()] if end else body
+    raw = body[:spill.start()] if spill else body[:end.start()] if end else body
     for candidate in (raw, re.sub(r'(?<!\\)"', '\\"', raw)):
         try:
             value = json.loads(f'"{candidate}"', strict=False)
@@ -217,7 +225,7 @@ def close_last_string(text: str, name: str) -> tuple[str, bool]:
             continue
     else:
         value = raw
-    return text[:start.end() - 1] + json.dumps(value, ensure_ascii=False) + "}", end is None
+    return text[:start.end() - 1] + json.dumps(value, ensure_ascii=False) + "}", end is None and not spill, bool(spill)
 
 
 def cut_fields(text: str, bounded: dict[str, Any]) -> list[tuple[str, int]]:
@@ -306,9 +314,9 @@ class LlamaCppEngine:
         latency = round(time.perf_counter() - started, 4)
         choice = out["choices"][0]
         text = choice["message"].get("content") or ""
-        unclosed = False
+        unclosed = spilled = False
         if free:
-            text, unclosed = close_last_string(text, free)
+            text, unclosed, spilled = close_last_string(text, free)
         usage = out.get("usage") or {}
         notes, sieve_notes = (), []
         if fit.note:
@@ -325,6 +333,8 @@ class LlamaCppEngine:
                 for name, limit in (cut_fields(text, bounded) if bounded and not problem else []) if name not in declared]
         if unclosed and free not in {name for name, _ in cuts}:
             cuts.append((free, f"was cut by max_tokens ({max_tokens})"))
+        if spilled:
+            cuts.append((free, "ran into a key the schema does not have; cut where it began"))
         for name, why in cuts:
             sieve_notes.append(f"field {name!r} {why}")
         _count(calls=1, input_tokens=usage.get("prompt_tokens", 0), output_tokens=usage.get("completion_tokens", 0),
