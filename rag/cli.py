@@ -94,6 +94,8 @@ def index_cmd(
     chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk (default: 1200)."),
     chunk_overlap: Optional[int] = typer.Option(None, "--chunk-overlap", help="Characters carried over between chunks of one section (default: 150)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Embed on a Ray cluster: --ray alone starts a local one, --ray auto joins `ray start`'s, or HOST:PORT (needs pip install -e \".[ray]\")."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray embedding workers (default: one per cluster CPU)."),
 ) -> None:
     """Build the search index (bm25s + FAISS) from the built-in corpus, a folder, or a chunks JSONL.
 
@@ -101,12 +103,15 @@ def index_cmd(
       rag index                           # built-in Python reference topics
       rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text files
       rag index --chunks chunks.jsonl     # pre-chunked elsewhere; ids kept
+      rag index ./docs --ray auto         # embedding batches on the Ray cluster of `ray start`
     """
     _clean_warnings()
     from rag.errors import InputError
 
-    _at_least(1, chunk_size=chunk_size)
+    _at_least(1, chunk_size=chunk_size, workers=workers)
     _at_least(0, chunk_overlap=chunk_overlap)
+    if workers is not None and ray is None:
+        raise InputError("--workers needs --ray (workers are Ray actors)")
     settings = load_settings({"index_dir": index_dir, "embedding_model": embedding_model,
                               "chunk_size": chunk_size, "chunk_overlap": chunk_overlap})
     if path is not None and chunks is not None:
@@ -131,7 +136,12 @@ def index_cmd(
         items = chunk_documents(docs, settings.chunk_size, settings.chunk_overlap)
         if not quiet:
             err(f"{len(docs)} documents -> {len(items)} chunks")
-    index = build_index(items, settings.index_dir, settings, show_progress=not quiet, source=source)
+    embedder = None
+    if ray is not None:
+        from rag.distributed.embed import ray_embedder
+
+        embedder = ray_embedder(ray, settings.embedding_model, workers=workers, show_progress=not quiet)
+    index = build_index(items, settings.index_dir, settings, show_progress=not quiet, source=source, embedder=embedder)
     counts = index.manifest["counts"]
     typer.echo(f"Indexed {counts['chunks']} chunks ({counts['embeddings_reused']} embeddings reused) into {index.dir} "
                f"in {index.manifest['build_seconds']:.1f}s")
@@ -195,6 +205,8 @@ def eval_cmd(
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     repeat: Optional[int] = typer.Option(None, "--repeat", help="Run the evaluation N times with the LM cache off and print the spread of each metric (run-to-run variance)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run items on a Ray cluster: --ray alone starts a local one, --ray auto joins `ray start`'s, or HOST:PORT (needs pip install -e \".[ray]\")."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Ray workers (default: one per cluster CPU for hosted models, one per node for the embedded model)."),
 ) -> None:
     """Run the agent on a golden set and score every decision; or score retrieval alone.
 
@@ -205,12 +217,17 @@ def eval_cmd(
       rag eval --config baseline --json
       rag eval --config full --gate rag/configs/gate_ci.json --limit 2
       rag eval --config full --limit 6 --repeat 3     # run-to-run spread, cache off
+      rag eval --config full --ray auto --workers 8  # items on the Ray cluster of `ray start`
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
     """
     _clean_warnings()
     import json
 
-    _at_least(1, k=k, limit=limit, threads=threads, repeat=repeat)
+    _at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
+    if ray is not None and threads is not None:
+        raise SieveError("--threads runs items in this process and --ray on Ray workers; give one of them")
+    if workers is not None and ray is None:
+        raise SieveError("--workers needs --ray (workers are Ray actors); for parallel items here use --threads")
     if quiet:
         _quiet_loading()
     if retrieval_only:
@@ -222,7 +239,7 @@ def eval_cmd(
         from rag.retrieve import Retriever
 
         agent_only = {"--config": config, "--out": out, "--threads": threads, "--no-judge": no_judge or None,
-                      "--no-artifact": no_artifact or None, "--repeat": repeat}
+                      "--no-artifact": no_artifact or None, "--repeat": repeat, "--ray": ray}
         if any(v is not None for v in agent_only.values()):
             raise InputError(f"--retrieval-only runs no agent, so {', '.join(f for f, v in agent_only.items() if v is not None)} "
                              "would be ignored; drop it, or drop --retrieval-only")
@@ -264,7 +281,8 @@ def eval_cmd(
     on_interrupt("finished items are kept in the run folder; run the same command again to resume")
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
-                              show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat)
+                              show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat, ray=ray,
+                              workers=workers)
     raise typer.Exit(code)
 
 
@@ -608,6 +626,9 @@ def artifacts_cmd(
 def main() -> None:
     _clean_warnings()
     on_interrupt("")
+    from rag.distributed.cluster import LOCAL, optional_value
+
+    sys.argv[1:] = optional_value(sys.argv[1:], "--ray", LOCAL)  # `--ray [ADDRESS]`: alone, a local cluster
     try:
         app()
     except SieveError as exc:

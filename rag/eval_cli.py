@@ -137,11 +137,12 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
                        index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
                        judge: bool = True, show_progress: bool = True, use_artifact: bool = True,
-                       repeat: int | None = None) -> int:
+                       repeat: int | None = None, ray: str | None = None, workers: int | None = None) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations with their descriptions instead. ``repeat`` runs the
     evaluation that many times with the LM cache off and prints the spread of each metric (rag.repeat).
+    ``ray`` (an address, ``auto``, or ``local``) runs the items on ``workers`` Ray workers (rag.distributed.eval).
     """
     if config in ("list", "?"):
         for name, table in load_eval_configs().items():
@@ -189,7 +190,13 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     out_dir = out or default_run_dir(config, ghash, variant)
 
     def run_in(folder: Path) -> dict[str, Any]:
-        return run_eval(items, agent, lms.get("judge"), folder, config, chunks=chunks, ghash=ghash,
+        runner = None
+        if ray is not None:
+            from rag.distributed.eval import make_runner
+
+            runner = make_runner(ray, settings, lms, workers=workers, use_artifact=use_artifact, judge=judge,
+                                 show_progress=show_progress)
+        return run_eval(items, agent, lms.get("judge"), folder, config, chunks=chunks, ghash=ghash, runner=runner,
                         config=run_config, k=settings.top_k, threads=threads or default_threads(lms),
                         limit=limit, judge=judge, show_progress=show_progress, answer_judge=answer_judge,
                         latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -243,14 +243,16 @@ def _previous_vectors(index_dir: Path, model_path: str) -> dict[str, np.ndarray]
 
 
 def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, settings: Settings | None = None,
-                show_progress: bool = True, *, source: str = "builtin", hnsw_threshold: int = HNSW_THRESHOLD) -> Index:
+                show_progress: bool = True, *, source: str = "builtin", hnsw_threshold: int = HNSW_THRESHOLD,
+                embedder: Callable[[list[str]], np.ndarray] | None = None) -> Index:
     """Build (or rebuild) the index for ``chunks`` at ``index_dir`` and return it loaded.
 
     ``source`` records where the chunks came from (``builtin``, ``folder:PATH``, ``jsonl:FILE``) so
     error messages can print the exact rebuild command. Embeddings of chunks whose indexed text is
     unchanged since the previous build in ``index_dir`` (same model) are reused, not recomputed.
     Before any embedding: the chunks are checked, ``index_dir`` must be absent, empty or a Sieve index
-    (rag.index_dir), and no other build may be writing it.
+    (rag.index_dir), and no other build may be writing it. ``embedder(texts)`` replaces the in-process
+    embedding (``rag.distributed.embed`` embeds on Ray workers); it must return what ``rag.embeddings.embed`` would.
     """
     settings = settings or Settings()
     root = Path(index_dir if index_dir is not None else settings.index_dir).expanduser()
@@ -269,7 +271,7 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
     except OSError as exc:
         raise InputError(f"cannot create the index folder {root} ({exc.strerror or exc}); choose another --index-dir") from None
     with build_lock(root):
-        return _build(chunks, root, settings, show_progress, source, hnsw_threshold)
+        return _build(chunks, root, settings, show_progress, source, hnsw_threshold, embedder)
 
 
 def _check_unicode(chunk: Chunk) -> None:
@@ -285,7 +287,7 @@ def _check_unicode(chunk: Chunk) -> None:
 
 
 def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: bool, source: str,
-           hnsw_threshold: int) -> Index:
+           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None = None) -> Index:
     import bm25s
     import faiss
 
@@ -311,7 +313,8 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     timings: dict[str, float] = {}
     t = time.perf_counter()
     if todo:
-        vectors[todo] = embed([texts[i] for i in todo], settings.embedding_model, show_progress=show_progress)
+        batch = [texts[i] for i in todo]
+        vectors[todo] = embedder(batch) if embedder else embed(batch, settings.embedding_model, show_progress=show_progress)
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))

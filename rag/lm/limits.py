@@ -114,18 +114,25 @@ class RateLimiter:
         """
         waited = 0.0
         while True:
-            with self._lock:
-                now = self._clock()
-                wait = self._wait_needed(tokens, now)
-                if wait <= 0:
-                    event = [now, float(tokens)]
-                    self._events.append(event)
-                    return event
+            event, wait = self.try_acquire(tokens)
+            if event is not None:
+                return event
             if waited + wait > max_wait:
                 raise TimeoutError(f"rate limiter would wait {waited + wait:.0f}s (> {max_wait:.0f}s) "
                                    f"for {tokens} tokens under {self.rpm} RPM / {self.tpm} TPM")
             self._sleep(wait)
             waited += wait
+
+    def try_acquire(self, tokens: int) -> tuple[list[float] | None, float]:
+        """Reserve now if a request of ``tokens`` fits: ``(handle, 0)``; else ``(None, seconds until it may)``."""
+        with self._lock:
+            now = self._clock()
+            wait = self._wait_needed(tokens, now)
+            if wait <= 0:
+                event = [now, float(tokens)]
+                self._events.append(event)
+                return event, 0.0
+            return None, wait
 
     def settle(self, handle: list[float], tokens: int) -> None:
         """Replace a reservation's estimate with the tokens the provider actually counted."""
@@ -135,14 +142,25 @@ class RateLimiter:
 
 _LIMITERS: dict[tuple[str, int, int], RateLimiter] = {}
 _LIMITERS_LOCK = threading.Lock()
+# Where limiters come from: None = this process's own; rag.distributed.limiter installs one shared by a cluster.
+_SHARED: list[Callable[[str, Limits], RateLimiter] | None] = [None]
+
+
+def share_limiters(factory: Callable[[str, Limits], RateLimiter] | None) -> None:
+    """Make :func:`limiter_for` return ``factory(model, limits)`` (an object with ``acquire``/``settle``) from now
+    on in this process, e.g. a limiter shared by every worker of a cluster; None restores per-process limiters."""
+    with _LIMITERS_LOCK:
+        _SHARED[0] = factory
+        _LIMITERS.clear()
 
 
 def limiter_for(model: str, limits: Limits) -> RateLimiter:
-    """The process-wide limiter of one model (shared across engines and threads)."""
+    """The process-wide limiter of one model (shared across engines and threads; across a cluster when
+    :func:`share_limiters` installed a shared one)."""
     key = (model, limits.rpm, limits.tpm)
     with _LIMITERS_LOCK:
         if key not in _LIMITERS:
-            _LIMITERS[key] = RateLimiter(limits.rpm, limits.tpm)
+            _LIMITERS[key] = _SHARED[0](model, limits) if _SHARED[0] else RateLimiter(limits.rpm, limits.tpm)
         return _LIMITERS[key]
 
 

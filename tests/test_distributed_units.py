@@ -1,0 +1,73 @@
+"""The parts of rag.distributed that need no cluster: the limiter's state, the embedding shards, the CLI's
+``--ray [ADDRESS]`` and its one-line errors (the cluster itself is exercised in tests/test_ray.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from rag.cli import app
+from rag.distributed.cluster import INSTALL_HINT, optional_value, require_ray
+from rag.distributed.embed import shards
+from rag.distributed.limiter import LimiterState
+from rag.errors import ConfigError
+
+
+def test_limiter_state_grants_r_per_window_then_says_how_long_to_wait():
+    state = LimiterState(window=0.5)
+    granted = [state.reserve("m", 2, 10_000, 100) for _ in range(3)]
+    assert [g[0] is not None for g in granted] == [True, True, False]
+    wait = granted[2][1]
+    assert 0 < wait <= 0.5
+    time.sleep(wait + 0.01)
+    assert state.reserve("m", 2, 10_000, 100)[0] is not None  # the window moved on
+    assert state.reserve("other", 2, 10_000, 100)[0] is not None  # budgets are per model
+    assert state.stats()["granted"] == {"m": 3, "other": 1}
+
+
+def test_limiter_state_counts_tokens_as_settled_and_stops_for_everyone():
+    state = LimiterState(window=60)
+    handle, _, _ = state.reserve("m", 100, 1_000, 900)  # estimated 900 of 1,000 tokens
+    assert state.reserve("m", 100, 1_000, 200)[0] is None  # would pass the token budget
+    state.settle(handle, 100)  # the provider counted 100
+    assert state.reserve("m", 100, 1_000, 200)[0] is not None
+    state.stop("daily quota spent (TPD)")
+    state.stop("a later report does not replace the first")
+    assert state.reserve("m", 100, 1_000, 1) == (None, 0.0, "daily quota spent (TPD)")
+
+
+def test_shards_are_longest_first_whole_runs():
+    texts = ["aa", "a", "aaaa", "aaa", "aaaa", ""]
+    parts = shards(texts, 2)
+    assert parts == [[2, 4], [3, 0], [1, 5]]  # length descending, ties in row order
+    assert sorted(i for p in parts for i in p) == list(range(len(texts)))
+
+
+def test_ray_flag_takes_an_optional_address():
+    assert optional_value(["eval", "--ray"], "--ray", "local") == ["eval", "--ray", "local"]
+    assert optional_value(["eval", "--ray", "--limit", "2"], "--ray", "local")[:3] == ["eval", "--ray", "local"]
+    assert optional_value(["eval", "--ray", "auto"], "--ray", "local") == ["eval", "--ray", "auto"]
+
+
+def test_missing_ray_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ConfigError) as err:
+        require_ray()
+    assert str(err.value) == INSTALL_HINT and 'pip install -e ".[ray]"' in INSTALL_HINT
+
+
+@pytest.mark.parametrize("args, message", [
+    (["eval", "--config", "full", "--ray", "local", "--threads", "2"], "give one of them"),
+    (["eval", "--config", "full", "--workers", "2"], "--workers needs --ray"),
+    (["eval", "--config", "full", "--ray", "local", "--workers", "0"], "--workers must be >= 1, got 0"),
+    (["eval", "--retrieval-only", "--ray", "local"], "--ray would be ignored"),
+    (["index", "--workers", "2"], "--workers needs --ray"),
+])
+def test_ray_flags_misused_are_one_line_errors(args, message):
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code != 0
+    text = (result.stderr if hasattr(result, "stderr") else "") + str(result.exception or "") + result.output
+    assert message in text

@@ -1,0 +1,236 @@
+"""``rag eval --ray`` on a real local Ray cluster (2 CPUs), and the cluster-wide rate limiter against a real
+loopback chat server. One cluster serves the whole module; it is shut down at the end.
+
+- a distributed run of the scripted program equals the local run item for item;
+- a worker process killed mid-item loses nothing and doubles nothing (its item runs on a fresh worker);
+- two workers sharing the cluster limiter never send more than R requests in a window (as the server counts
+  them), where two private limiters would; a spent daily quota stops the other worker before its next call.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install -e ".[ray]"')
+pytestmark = pytest.mark.slow  # a real cluster: its processes and workers take seconds to start (minutes, loaded)
+
+from rag.chunking import Chunk  # noqa: E402
+from rag.config import Settings  # noqa: E402
+from rag.distributed.eval import RayRunner  # noqa: E402
+from rag.evaluate import run_eval  # noqa: E402
+from rag.golden import GoldenItem  # noqa: E402
+from rag.runs import read_records  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+from tests.ray_support import ScriptedProgram  # noqa: E402
+from tests.test_evaluate import DOCS, ITEMS  # noqa: E402
+
+# Fields that differ between any two runs (timings), dropped before records are compared.
+VOLATILE = {"wall_ms", "finished_at", "latency_ms", "latency_s", "ms", "seconds", "started_at", "elapsed_ms",
+            "duration_ms", "total_ms"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from rag.distributed.cluster import connect
+
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT)  # workers import tests.ray_support
+    try:
+        yield connect("local", num_cpus=2)
+    finally:
+        ray.shutdown()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    from rag.index import build_index
+
+    root = tmp_path_factory.mktemp("ray-eval-index") / "index"
+    chunks = [Chunk(id=cid, text=text, title=title, source=cid.split("#")[0]) for cid, (title, text) in DOCS.items()]
+    build_index(chunks, root, Settings(index_dir=root), show_progress=False)
+    return str(root)
+
+
+def items(copies: int = 2) -> list[GoldenItem]:
+    """The scripted items without the outage one, ``copies`` times under distinct ids."""
+    base = [it for it in ITEMS if it.id != "boom"]
+    return [GoldenItem(**{**it.__dict__, "id": f"{it.id}-{n}", "question": it.question + (f" [copy {n}]" if n else "")})
+            for n in range(copies) for it in base]
+
+
+def normal(value):
+    """A record without its timings, for comparing two runs."""
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    return value
+
+
+def first_difference(a, b, path="record"):
+    """Where two JSON values first differ (for a readable assertion message), or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(a.keys() | b.keys()):
+            found = first_difference(a.get(key), b.get(key), f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := first_difference(x, y, f"{path}[{i}]"))), None)
+    return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+def by_id(out):
+    records = read_records(out)
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)), f"an item was written twice: {ids}"
+    return {r["id"]: normal(r) for r in records}
+
+
+def local_run(index_dir, selected, out):
+    agent, judge, chunks = ScriptedProgram(index_dir)()
+    return run_eval(selected, agent, None, out, "full", chunks=chunks, ghash="h", k=2, show_progress=False,
+                    answer_judge=judge)
+
+
+def test_distributed_run_equals_local_run_item_for_item(cluster, index_dir, tmp_path):
+    selected = items()
+    local = local_run(index_dir, selected, tmp_path / "local")
+    runner = RayRunner(ScriptedProgram(index_dir), workers=2, show_progress=False)
+    agent, _, _ = ScriptedProgram(index_dir)()
+    distributed = run_eval(selected, agent, None, tmp_path / "ray", "full", ghash="h", k=2, show_progress=False,
+                           runner=runner)
+    assert len(runner.pids) == 2 and os.getpid() not in runner.pids.values()  # really on two other processes
+    assert by_id(tmp_path / "ray") == by_id(tmp_path / "local"), first_difference(by_id(tmp_path / "ray"), by_id(tmp_path / "local"))
+    assert set(by_id(tmp_path / "ray")) == {it.id for it in selected}
+    assert distributed["metrics"] == local["metrics"] and distributed["complete"]
+
+
+def test_a_worker_killed_mid_item_loses_and_doubles_nothing(cluster, index_dir, tmp_path):
+    selected = items(3)  # 12 items, ~4 LM replies each at 0.15 s: about 1 s of work per item
+    runner = RayRunner(ScriptedProgram(index_dir, delay=0.15), workers=2, show_progress=False)
+    out = tmp_path / "ray"
+    killed: list[int] = []
+
+    def kill_one_when_the_first_item_is_written():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not read_records(out):
+            time.sleep(0.05)
+        pid = next(iter(runner.pids.values()))
+        os.kill(pid, signal.SIGKILL)  # the process dies mid-item, as on a lost node
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_one_when_the_first_item_is_written, daemon=True)
+    killer.start()
+    agent, _, _ = ScriptedProgram(index_dir)()
+    summary = run_eval(selected, agent, None, out, "full", ghash="h", k=2, show_progress=False, runner=runner)
+    killer.join(timeout=5)
+    assert killed and len(runner.died) == 1  # one item's worker died under it...
+    assert len(runner.pids) == 3  # ...and a fresh worker took its place
+    records = by_id(out)  # (asserts no id twice)
+    assert set(records) == {it.id for it in selected} and summary["complete"]
+    local_run(index_dir, selected, tmp_path / "local")
+    local = by_id(tmp_path / "local")
+    assert records == local, first_difference(records, local)  # the re-run item is the same as a local run's
+
+
+# ---------------------------------------------------------------- one rate limit for the whole cluster
+RPM, WINDOW, CALLS = 3, 2.0, 6  # R requests per (shrunk) window; calls per worker
+
+
+@pytest.fixture(scope="module")
+def server():
+    from tests.delay_server import DelayServer
+
+    srv = DelayServer(delay=0.05)
+    yield srv
+    srv.stop()
+
+
+def callers(server, ledger, limiter=None, n=2):
+    from tests.ray_support import Caller
+
+    remote = ray.remote(Caller).options(num_cpus=0.5, max_restarts=0)
+    return [remote.remote(server.url, str(ledger), RPM, limiter) for _ in range(n)]
+
+
+def test_workers_sharing_the_cluster_limiter_never_exceed_its_rate(cluster, server, tmp_path):
+    from rag.distributed.limiter import limiter_actor
+    from rag.lm.ledger import Ledger
+
+    # Control: each worker with its own limiter (R per 60 s each) lets 2R through at once.
+    server.reset()
+    own = callers(server, tmp_path / "own.sqlite")
+    assert ray.get([c.call.remote(RPM) for c in own]) == [["ok"] * RPM] * 2
+    assert server.max_in_window(WINDOW) == 2 * RPM
+    for c in own:
+        ray.kill(c)
+
+    server.reset()
+    limiter = limiter_actor(window=WINDOW)
+    shared = callers(server, tmp_path / "shared.sqlite", limiter)
+    started = time.monotonic()
+    assert ray.get([c.call.remote(CALLS) for c in shared]) == [["ok"] * CALLS] * 2
+    took = time.monotonic() - started
+    # The server saw every call, never more than R within a window (less 0.25 s for request transit jitter)...
+    assert len(server.arrivals) == 2 * CALLS
+    assert server.max_in_window(WINDOW - 0.25) <= RPM
+    assert took >= (2 * CALLS / RPM - 1) * WINDOW - 0.5  # ...so 12 calls at 3 per 2 s take at least 6 s
+    assert ray.get(limiter.stats.remote())["granted"] == {"openai/gpt-oss-20b": 2 * CALLS}
+    # The usage ledger counts each worker's calls once.
+    rows = Ledger(tmp_path / "shared.sqlite").daily()
+    assert sum(r.calls for r in rows) == 2 * CALLS and sum(r.failed for r in rows) == 0
+    for c in shared:
+        ray.kill(c)
+    ray.kill(limiter)
+
+
+def test_a_spent_daily_quota_stops_every_worker_before_its_next_call(cluster, server, tmp_path):
+    from rag.distributed.limiter import limiter_actor
+
+    server.reset()
+    limiter = limiter_actor(window=WINDOW)
+    first, second = callers(server, tmp_path / "ledger.sqlite", limiter)
+    server.fail_next(429, '{"error": {"message": "Rate limit reached for tokens per day (TPD)", '
+                          '"code": "rate_limit_exceeded"}}')
+    assert ray.get(first.call.remote(1)) == ["DailyQuotaExhausted"]  # reported to the cluster's limiter
+    assert ray.get(second.call.remote(2)) == ["DailyQuotaExhausted"] * 2  # refused before sending anything
+    assert len(server.arrivals) == 1
+    assert "per day" in ray.get(limiter.stats.remote())["stopped"]
+    for actor in (first, second, limiter):
+        ray.kill(actor)
+
+
+# ---------------------------------------------------------------- rag index --ray
+@pytest.mark.slow  # embeds the built-in corpus twice (about 150 chunks of up to 4,000 characters)
+def test_index_built_on_ray_gives_the_same_top_10_for_every_golden_question(cluster, tmp_path):
+    import numpy as np
+
+    from rag.chunking import chunk_documents
+    from rag.corpus import load_builtin_topics
+    from rag.distributed.embed import ray_embedder
+    from rag.golden import load_golden
+    from rag.index import build_index
+    from rag.retrieve import Retriever
+
+    settings = Settings(index_dir=tmp_path / "local", chunk_size=4000, chunk_overlap=0)
+    chunks = chunk_documents(load_builtin_topics(), settings.chunk_size, settings.chunk_overlap)
+    local = build_index(chunks, tmp_path / "local", settings, show_progress=False)
+    distributed = build_index(chunks, tmp_path / "ray", settings.replace(index_dir=tmp_path / "ray"),
+                              show_progress=False, embedder=ray_embedder("local", "default", workers=2,
+                                                                         shard_batches=1, show_progress=False))
+    assert np.abs(np.asarray(local.embeddings) - np.asarray(distributed.embeddings)).max() < 1e-5
+    questions = [it.question for it in load_golden(ROOT / "golden" / "python_ref.jsonl")]
+    for mode in ("dense", "hybrid", "bm25"):
+        a, b = Retriever(local, mode=mode, top_k=10), Retriever(distributed, mode=mode, top_k=10)
+        for q in questions:
+            assert [h.chunk_id for h in a.search(q)] == [h.chunk_id for h in b.search(q)], (mode, q)
