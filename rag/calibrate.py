@@ -97,6 +97,32 @@ def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str
     return out
 
 
+def human_accuracy(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """End-to-end accuracy by the human labels, per run config: of the items that should be answered, the share
+    answered AND labelled correct (a refusal or an error counts as wrong, as in the harness's own e2e accuracy).
+    Answers without a label are left out of n and counted in ``unlabelled``; the interval is Wilson's."""
+    from rag.stats import wilson
+
+    by_key = {_key(lab): lab for lab in labels}
+    out: dict[str, Any] = {}
+    for r in records:
+        if r.get("should_refuse"):
+            continue
+        row = out.setdefault(str(r.get("config", "")), {"correct": 0, "n": 0, "unlabelled": 0})
+        pred = r.get("prediction") or {}
+        if r.get("status") == "ok" and pred and not pred.get("refused"):
+            lab = by_key.get((str(r["id"]), " ".join(str(pred.get("answer") or "").split())))
+            if lab is None:
+                row["unlabelled"] += 1
+                continue
+            row["correct"] += bool(lab["correct"])
+        row["n"] += 1
+    for row in out.values():
+        row["accuracy"] = row["correct"] / row["n"] if row["n"] else None
+        row["interval"] = wilson(row["correct"], row["n"]) if row["n"] else None
+    return out
+
+
 Ask = Callable[[str], str]
 
 

@@ -467,7 +467,7 @@ def calibrate(
     """
     import json
 
-    from rag.calibrate import agreement, label_interactively, load_labels, save_labels
+    from rag.calibrate import agreement, human_accuracy, label_interactively, load_labels, save_labels
     from rag.runs import read_records
 
     _clean_warnings()
@@ -487,7 +487,9 @@ def calibrate(
         added = label_interactively(records, have, store, show=typer.echo, max_items=max_items,
                                     ask=lambda p: typer.prompt(p, default="", show_default=False))
         err(f"{added} label(s) added to {store}")
-    result = agreement(records, load_labels(store))
+    stored = load_labels(store)
+    result = agreement(records, stored)
+    result["human_e2e"] = human_accuracy(records, stored)
     if json_out:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -497,6 +499,11 @@ def calibrate(
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
         kappa = "— (undefined: one label only)" if r["kappa"] is None else f"{r['kappa']:.3f}"
         typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {kappa}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
+    for config, r in sorted(result["human_e2e"].items()):
+        acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%} [{r['interval'][0]:.1%}, {r['interval'][1]:.1%}]"
+        missing = f"; {r['unlabelled']} answer(s) unlabelled, left out" if r["unlabelled"] else ""
+        typer.echo(f"{config or 'run'}: end-to-end accuracy by human labels {acc}, {r['correct']} of n={r['n']} items "
+                   f"that should be answered (refusals and errors count as wrong{missing})")
 
 
 @app.command()

@@ -76,3 +76,23 @@ def test_interactive_labelling_skips_quits_and_saves(tmp_path):
     label_interactively(RECORDS, labels, store, ask=lambda p: next(more), show=shown.append)
     assert {s["id"] for s in load_labels(store)} == {"1", "2", "3", "4"}
     assert json.loads(store.read_text().splitlines()[0])["run"] == "full"
+
+
+def test_human_accuracy_counts_refusals_and_errors_as_wrong_and_leaves_out_unlabelled_answers():
+    from rag.calibrate import human_accuracy
+
+    def rec(iid, config="full", refused=False, answer="ans", status="ok", should_refuse=False):
+        return {"id": iid, "config": config, "status": status, "should_refuse": should_refuse,
+                "prediction": {"refused": refused, "answer": answer}}
+
+    records = [rec("a1"), rec("a2"), rec("a3", refused=True), rec("a4", status="error"),
+               rec("a5", answer="no label for this one"), rec("u1", refused=True, should_refuse=True),
+               rec("a1", config="baseline", answer="other text")]
+    labels = [{"id": "a1", "answer": "ans", "correct": True, "faithful": True},
+              {"id": "a2", "answer": " ans ", "correct": False, "faithful": True},
+              {"id": "a1", "answer": "other text", "correct": True, "faithful": False}]
+    out = human_accuracy(records, labels)
+    full = out["full"]
+    assert (full["correct"], full["n"], full["unlabelled"]) == (1, 4, 1)  # a1 right; a2 wrong; a3, a4 count wrong
+    assert full["accuracy"] == 0.25 and full["interval"][0] < 0.25 < full["interval"][1]
+    assert out["baseline"] == {**out["baseline"], "correct": 1, "n": 1, "unlabelled": 0}  # labels match by answer text
