@@ -4,16 +4,33 @@ Nodes, in the order the agent may take them::
 
     retrieve -> grade -> (answer | rewrite -> retrieve -> grade ... | refuse)
 
-The evaluation harness, ``rag ask --trace`` and the notebooks read this structure.
+The evaluation harness, ``rag ask --trace`` and the notebooks read this structure. ``observe`` lets a caller
+watch steps as they are added (``rag serve`` streams them to the page).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Node = Literal["retrieve", "grade", "rewrite", "answer", "refuse"]
 NODES: tuple[str, ...] = ("retrieve", "grade", "rewrite", "answer", "refuse")
+_OBSERVERS: ContextVar[tuple[Callable[["Trace", "Step"], None], ...]] = ContextVar("sieve_trace_observers", default=())
+
+
+@contextmanager
+def observe(callback: Callable[["Trace", "Step"], None]) -> Iterator[None]:
+    """Call ``callback(trace, step)`` whenever a step is added to a Trace in this thread (or task) while inside the
+    ``with`` block. The agent adds a step when the node starts and fills it in as the node runs, so at each call
+    the new step has just started and the one before it has finished."""
+    token = _OBSERVERS.set(_OBSERVERS.get() + (callback,))
+    try:
+        yield
+    finally:
+        _OBSERVERS.reset(token)
 
 
 @dataclass
@@ -51,6 +68,8 @@ class Trace:
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)
+        for callback in _OBSERVERS.get():
+            callback(self, step)
         return step
 
     def of(self, node: str) -> list[Step]:

@@ -1,0 +1,56 @@
+"""``rag serve``: a web page to ask questions and watch each decision stream in, and to browse evaluation runs
+and compiled artifacts.
+
+- ``programs``  named configurations and artifact choices, the programs built for them (as ``rag ask`` builds them)
+- ``stream``    questions as jobs: the bounded queue, the worker, the events of each step
+- ``evalview``  runs and artifacts as JSON, through rag.analysis, rag.report, rag.compare and rag.plots
+- ``app``       the FastAPI app: the page and the JSON API
+- ``server``    uvicorn on a bound socket, in the foreground or on a thread
+- ``static/``   the page: HTML, CSS and JavaScript modules, served as they are
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+PER_TYPE = 2  # example questions shown per question type
+
+
+def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, Any]]:
+    """A few golden questions of each type (answerable, vague, unanswerable), dev split first; [] without a file."""
+    from rag.errors import SieveError
+    from rag.golden import TYPES, load_golden
+
+    if not Path(golden).is_file():
+        print(f"Warning: no golden set at {golden}; the page shows no example questions", file=sys.stderr)
+        return []
+    try:
+        items = load_golden(golden)
+    except SieveError as exc:
+        print(f"Warning: example questions not loaded: {exc}", file=sys.stderr)
+        return []
+    items.sort(key=lambda it: it.split != "dev")
+    return [{"type": t, "question": it.question, "id": it.id}
+            for t in TYPES for it in [i for i in items if i.type == t][:per_type]]
+
+
+def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config: str = "full",
+              golden: Path | None = None, workers: int = 1, max_waiting: int = 8) -> Any:
+    """The app ``rag serve`` runs: the real programs (built on first use), runs under ``runs`` (default
+    ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``."""
+    from rag.config import PROJECT_ROOT
+    from rag.eval_cli import DEFAULT_GOLDEN
+    from rag.runset import default_paths
+    from rag.serve.app import create_app
+    from rag.serve.evalview import RunBrowser
+    from rag.serve.programs import Programs
+
+    programs = Programs(sets, default_config=config)
+    settings = programs.settings(config)
+    golden = golden or PROJECT_ROOT / DEFAULT_GOLDEN
+    browser = RunBrowser(runs or default_paths()[0], golden_dir=Path(golden).parent,
+                         artifacts_dir=Path(settings.artifacts_dir))
+    return create_app(programs, browser, examples=example_questions(golden), workers=workers,
+                      max_waiting=max_waiting)

@@ -1,0 +1,233 @@
+"""The web app of ``rag serve``: the page (static files, no build step, nothing fetched from elsewhere) and the
+JSON API it uses, which scripts can use too (README, "rag serve").
+
+    GET  /api/info                    configurations, artifacts, example questions, limits
+    POST /api/ask                     {"question", "config"?, "artifact"?} -> the prediction and its trace
+    GET  /api/stream?question=&config=&artifact=   the same, as server-sent events, one per step
+    GET  /api/chunk?id=               a passage: text, title, source, part n of m of its document
+    GET  /api/runs                    the eval runs found; /api/runs/{name} one run in detail
+    GET  /api/metrics?run=A&run=B     the metric table across runs
+    GET  /api/plots/{kind}.png?run=A  a rag.plots figure (metrics, latency, steps)
+    GET  /api/artifacts               compiled artifacts: scores before/after, instructions and demos
+
+Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
+``MAX_BODY`` bytes. Everything the page shows of documents, questions and model output is inserted as text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rag.agent import MAX_QUESTION_CHARS
+from rag.errors import SieveError
+from rag.serve.errors import BadRequest, NotFound
+from rag.serve.evalview import RunBrowser
+from rag.serve.programs import AUTO, Programs
+from rag.serve.stream import Job, QueueFull, Runner, sse
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY = 16 * 1024
+HEARTBEAT_S = 1.0
+SECURITY_HEADERS = {
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
+                               "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes (413), whether or not they declare a Content-Length."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = error(413, f"the request body is over {self.limit} bytes; send a shorter question")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await too_big(scope, receive, send)
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooBig()
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooBig:
+            await too_big(scope, receive, send)
+
+
+class _TooBig(Exception):
+    pass
+
+
+def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[str, Any]] | None = None,
+               workers: int = 1, max_waiting: int = 8) -> FastAPI:
+    runner = Runner(programs, workers=workers, max_waiting=max_waiting)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        runner.shutdown()
+
+    app = FastAPI(title="Sieve", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.runner = runner
+    app.add_middleware(BodyLimit)
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    @app.exception_handler(SieveError)
+    async def sieve_error(request: Request, exc: SieveError) -> JSONResponse:
+        return error(400, str(exc))
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return error(404, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0]
+        return error(400, f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, str(exc.detail))
+
+    # ---------------------------------------------------------------- the page
+    @app.get("/", include_in_schema=False)
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    # ---------------------------------------------------------------- ask
+    @app.get("/api/info")
+    def info() -> dict[str, Any]:
+        return {"configs": programs.configs(), "default_config": programs.default_config,
+                "artifacts": programs.artifacts(), "examples": examples or [], "runs_dir": str(browser.root),
+                "max_question_chars": MAX_QUESTION_CHARS, "max_waiting": max_waiting}
+
+    def job_for(request: Request, question: Any, config: Any, artifact: Any) -> Job:
+        if not isinstance(question, str) or not question.strip():
+            raise BadRequest("question: required, a non-empty string")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise BadRequest(f"question: {len(question)} characters, at most {MAX_QUESTION_CHARS}")
+        config = programs.default_config if config in (None, "") else config
+        artifact = AUTO if artifact in (None, "") else artifact
+        if not isinstance(config, str) or not isinstance(artifact, str):
+            raise BadRequest("config and artifact must be strings")
+        programs.choice(config, artifact)  # InputError (400) for an unknown one, before the job queues
+        job = Job(question=question, config=config, artifact=artifact, loop=asyncio.get_running_loop())
+        runner.submit(job)
+        return job
+
+    @app.exception_handler(QueueFull)
+    async def busy(request: Request, exc: QueueFull) -> JSONResponse:
+        return error(503, str(exc), headers={"retry-after": str(exc.retry_after)})
+
+    @app.exception_handler(BadRequest)
+    async def bad(request: Request, exc: BadRequest) -> JSONResponse:
+        return error(400, str(exc))
+
+    @app.post("/api/ask")
+    async def ask(request: Request) -> JSONResponse:
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return error(400, f"the body is not JSON ({exc}); send {{\"question\": \"...\"}}")
+        if not isinstance(body, dict):
+            return error(400, 'the body must be a JSON object, e.g. {"question": "What does pass do?"}')
+        job = job_for(request, body.get("question"), body.get("config"), body.get("artifact"))
+        try:
+            while True:
+                kind, data = await job.events.get()
+                if kind == "done":
+                    return JSONResponse(data)
+                if kind == "error":
+                    return error(400 if not data["message"].startswith("internal error") else 500, data["message"])
+        finally:
+            job.cancelled = True
+
+    @app.get("/api/stream")
+    async def stream(request: Request, question: str = Query(...), config: str | None = None,
+                     artifact: str | None = None) -> StreamingResponse:
+        job = job_for(request, question, config, artifact)
+
+        async def events():
+            # One pending get() at a time, never cancelled on a heartbeat: asyncio.wait_for(queue.get()) can drop an
+            # event that arrives just as it times out (Python 3.11).
+            getter = None
+            try:
+                yield sse("progress", job.progress(runner.ahead(job)))
+                while True:
+                    getter = getter or asyncio.ensure_future(job.events.get())
+                    done, _ = await asyncio.wait({getter}, timeout=HEARTBEAT_S)
+                    if not done:
+                        yield sse("progress", job.progress(runner.ahead(job)))
+                        continue
+                    (kind, data), getter = getter.result(), None
+                    yield sse(kind, data)
+                    if kind in ("done", "error"):
+                        return
+            finally:
+                if getter is not None:
+                    getter.cancel()
+                job.cancelled = True  # a job still queued when its page went away is skipped
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    @app.get("/api/chunk")
+    def chunk(id: str = Query(..., max_length=1000)) -> dict[str, Any]:
+        return programs.chunk(id)
+
+    # ---------------------------------------------------------------- evaluation browser
+    @app.get("/api/runs")
+    def runs() -> dict[str, Any]:
+        return {"root": str(browser.root), "runs": browser.listing()}
+
+    @app.get("/api/runs/{name}")
+    def run(name: str) -> dict[str, Any]:
+        return browser.run(name)
+
+    @app.get("/api/metrics")
+    def metrics(run: list[str] = Query(...)) -> dict[str, Any]:
+        return browser.metrics(run)
+
+    @app.get("/api/plots/{kind}.png")
+    def plot(kind: str, run: list[str] = Query(...)) -> Response:
+        return Response(browser.plot(kind, run), media_type="image/png")
+
+    @app.get("/api/artifacts")
+    def artifacts() -> dict[str, Any]:
+        return {"artifacts": browser.artifacts()}
+
+    return app
+

@@ -1,0 +1,41 @@
+// The JSON API (README, "rag serve"): errors come back as {"error": "..."}.
+
+export async function getJSON(url, options) {
+  const response = await fetch(url, options);
+  let body;
+  try { body = await response.json(); } catch { body = { error: `HTTP ${response.status}` }; }
+  if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+  return body;
+}
+
+// Server-sent events over fetch (EventSource cannot show a 503's message and reconnects on its own, which
+// would ask the question again). Calls onEvent(kind, data) for each event until the stream ends.
+export async function streamEvents(url, onEvent, signal) {
+  const response = await fetch(url, { signal, headers: { accept: "text/event-stream" } });
+  if (!response.ok) {
+    let message = `HTTP ${response.status}`;
+    try { message = (await response.json()).error || message; } catch { /* not JSON */ }
+    const retry = response.headers.get("retry-after");
+    throw new Error(retry ? `${message} (retry after ${retry} s)` : message);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let kind = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) kind = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length) onEvent(kind, JSON.parse(data.join("\n")));
+    }
+  }
+}

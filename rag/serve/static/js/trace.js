@@ -1,0 +1,88 @@
+// One trace step as the page shows it, live (ask) and in the evaluation browser (failure cases) alike.
+import { el, ms } from "./dom.js";
+
+const LABEL = { retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", answer: "Answer", refuse: "Refuse" };
+
+// A chunk id as a link that opens the passage; gold chunks (evaluation browser) are starred.
+export function chunkLink(id, ctx) {
+  const gold = ctx.gold && ctx.gold.has(id);
+  return el("button", { type: "button", class: `chunk${gold ? " gold" : ""}`, title: gold ? "gold chunk" : "show the passage",
+                        dataset: { chunk: id }, onclick: () => ctx.onPassage && ctx.onPassage(id) },
+            gold ? `★ ${id}` : id);
+}
+
+function ids(list, ctx) {
+  if (!list || !list.length) return el("span", { class: "muted" }, "none");
+  return el("span", { class: "ids" }, list.map((id) => chunkLink(id, ctx)));
+}
+
+// Answer text with its [chunk id] citations turned into links (only ids the agent kept as valid citations).
+export function answerText(text, citations, ctx) {
+  const valid = new Set(citations || []);
+  const out = el("p", { class: "answer-text" });
+  const pattern = /\[([^\[\]]+)\]/g;
+  let last = 0;
+  for (const m of (text || "").matchAll(pattern)) {
+    out.append(document.createTextNode(text.slice(last, m.index)));
+    const id = m[1].trim();
+    out.append(valid.has(id) ? el("span", { class: "cite" }, "[", chunkLink(id, ctx), "]") : document.createTextNode(m[0]));
+    last = m.index + m[0].length;
+  }
+  out.append(document.createTextNode((text || "").slice(last)));
+  return out;
+}
+
+function meta(s) {
+  const parts = [ms(s.latency_ms)];
+  if (s.model) parts.unshift(s.model);
+  if (s.tokens_in || s.tokens_out) parts.push(`${s.tokens_in}+${s.tokens_out} tokens`);
+  if (s.model) parts.push(`$${Number(s.cost || 0).toFixed(6)}`);
+  return el("div", { class: "meta" }, parts.join(" · "), s.cached ? el("span", { class: "badge cached" }, "cache hit") : null);
+}
+
+function rank(hit, stage) {
+  const st = (hit.stages || {})[stage] || {};
+  return st.rank === null || st.rank === undefined ? "—" : `#${st.rank}`;
+}
+
+function hitsTable(hits, ctx) {
+  if (!hits || !hits.length) return el("p", { class: "muted" }, "no passages found");
+  return el("table", { class: "hits" },
+    el("thead", {}, el("tr", {}, ["#", "passage", "title", "bm25", "dense", "fused", "score"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, hits.map((h) => el("tr", {},
+      el("td", {}, String(h.rank)), el("td", {}, chunkLink(h.chunk_id, ctx)), el("td", { class: "title" }, h.title || ""),
+      el("td", {}, rank(h, "bm25")), el("td", {}, rank(h, "dense")), el("td", {}, rank(h, "rrf")),
+      el("td", {}, typeof h.score === "number" ? h.score.toFixed(4) : "—")))));
+}
+
+function body(s, ctx) {
+  switch (s.node) {
+    case "retrieve":
+      return [el("div", { class: "query" }, "query: ", el("q", {}, s.query || "")), hitsTable(s.hits, ctx)];
+    case "grade":
+      return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "RELEVANT" : "NOT RELEVANT")),
+              el("div", { class: "reason" }, "reason: ", s.reason || ""),
+              el("div", {}, "shown: ", ids(s.shown_ids, ctx)), el("div", {}, "chosen: ", ids(s.chosen_ids, ctx))];
+    case "rewrite":
+      return [el("div", { class: "query" }, el("q", {}, s.query || ""), " → ", el("q", { class: "new-query" }, s.rewrite || ""))];
+    case "answer":
+      return [answerText(s.answer, s.chosen_ids, ctx), el("div", {}, "cited: ", ids(s.chosen_ids, ctx))];
+    case "refuse":
+      return [el("p", { class: "answer-text" }, s.answer || ""), el("div", { class: "reason" }, "reason: ", s.reason || ""),
+              el("div", {}, "closest passages (judged not relevant): ", ids(s.shown_ids, ctx))];
+    default:
+      return [];
+  }
+}
+
+export function renderStep(s, ctx = {}) {
+  return el("li", { class: `step step-${s.node}`, dataset: { node: s.node, index: s.index } },
+    el("div", { class: "step-head" }, el("span", { class: "node" }, LABEL[s.node] || s.node), meta(s)),
+    body(s, ctx),
+    (s.notes || []).map((n) => el("div", { class: "note" }, "note: ", n)));
+}
+
+export function pendingStep(index, node) {
+  return el("li", { class: `step pending step-${node}`, dataset: { node, index } },
+    el("div", { class: "step-head" }, el("span", { class: "node" }, LABEL[node] || node), el("span", { class: "spinner" }, "running…")));
+}

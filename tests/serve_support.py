@@ -1,0 +1,144 @@
+"""What the rag serve tests share: a small real index built the way `rag index DIR` builds it (one document of
+three sections, one whose title and text carry a script and an <img onerror>), scripted programs (DummyLM per
+role, keyed by question, so concurrent questions stay deterministic), and the app served on loopback."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import dspy
+from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
+from dspy.utils import DummyLM
+
+from rag.config import ROLES
+from rag.program import Program
+from rag.serve.app import create_app
+from rag.serve.evalview import RunBrowser
+from rag.serve.programs import Programs
+from rag.serve.server import Background
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_RUNS = ROOT / "tests" / "fixtures" / "runs"
+
+STATEMENTS = """# Compound statements
+
+## The with statement
+
+The with statement is used to wrap the execution of a block with methods defined by a context manager.
+It calls __enter__ before the block and __exit__ after it, even when the block raises.
+
+## The nonlocal statement
+
+The nonlocal statement causes the listed identifiers to refer to previously bound variables in the nearest
+enclosing scope excluding globals.
+
+## The pass statement
+
+pass is a null operation: when it is executed, nothing happens. It is useful as a placeholder.
+"""
+# Untrusted document text: if the page ever inserted it as HTML, window.__xss would be set.
+TRICKY = """# Swallows <script>window.__xss = "title"</script>
+
+The airspeed of a swallow is <img src=x onerror="window.__xss = 'img'"> not recorded here.
+<script>window.__xss = "text"</script> Ask about "onerror" attributes and script tags.
+"""
+
+ANSWERABLE = "What does the with statement do?"
+UNANSWERABLE = "What is the airspeed velocity of an unladen swallow?"
+XSS = "Tell me about swallows and onerror script tags"
+SLOW = "Which statement does nothing at all?"  # its grader waits for GATE (the queue test)
+WITH_ID, PASS_ID, TRICKY_ID = "statements.md#000", "statements.md#002", "tricky.md#000"
+XSS_ANSWER = 'Swallows <img src=x onerror="window.__xss = \'answer\'"><script>window.__xss = "answer"</script> [tricky.md#000]'
+
+_INDEX: dict[str, Any] = {}
+
+
+def serve_index(tmp_path_factory) -> Any:
+    """The real index (bm25s + FAISS) over the two documents, built once per test session."""
+    if "index" not in _INDEX:
+        from rag.chunking import chunk_documents
+        from rag.config import load_settings
+        from rag.corpus import load_folder
+        from rag.index import build_index
+
+        docs = tmp_path_factory.mktemp("serve-docs")
+        (docs / "statements.md").write_text(STATEMENTS, encoding="utf-8")
+        (docs / "tricky.md").write_text(TRICKY, encoding="utf-8")
+        index_dir = tmp_path_factory.mktemp("serve-index")
+        settings = load_settings({"index_dir": index_dir})
+        chunks = chunk_documents(load_folder(docs, show_progress=False), 300, 0)
+        _INDEX["index"] = build_index(chunks, index_dir, settings, show_progress=False)
+    return _INDEX["index"]
+
+
+class _GatedEngine(DummyEngine):
+    def __init__(self, owner: DummyLM, gate: threading.Event) -> None:
+        super().__init__(owner)
+        self.gate = gate
+
+    def _complete_messages(self, messages):
+        if SLOW in str(messages[-1].get("content", "")):
+            self.gate.wait(timeout=30)
+        return super()._complete_messages(messages)
+
+
+class GatedLM(DummyLM):
+    """DummyLM that, for prompts containing ``SLOW``, waits until ``gate`` is set: it holds the worker busy."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event) -> None:
+        super().__init__(answers)
+        self.gate = gate
+        self._gated()
+
+    def _gated(self) -> "GatedLM":
+        self._engine_spec = _GatedEngine(self, self.gate)
+        self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
+        return self
+
+    def copy(self, **kwargs):  # rag.metering calls each predictor on a copy; DummyLM.copy sets plain engines
+        return super().copy(**kwargs)._gated()
+
+
+def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
+    no = {"subject": "swallow", "relevant": False, "relevant_chunk_ids": [], "reason": "nothing about swallows"}
+    grader = GatedLM({
+        ANSWERABLE: {"subject": "with statement", "relevant": True, "relevant_chunk_ids": [WITH_ID],
+                     "reason": "the passage defines the with statement"},
+        UNANSWERABLE: no,
+        XSS: {"subject": "swallows", "relevant": True, "relevant_chunk_ids": [TRICKY_ID],
+              "reason": 'it says <b>"onerror"</b> <script>x</script>'},
+        SLOW: {"subject": "pass", "relevant": True, "relevant_chunk_ids": [PASS_ID], "reason": "pass does nothing"},
+    }, gate)
+    rewriter = DummyLM({UNANSWERABLE: {"query": "swallow airspeed velocity"}})
+    answerer = DummyLM({
+        ANSWERABLE: {"cited_ids": [WITH_ID], "answer": f"It wraps a block with a context manager's methods [{WITH_ID}]."},
+        XSS: {"cited_ids": [TRICKY_ID], "answer": XSS_ANSWER},
+        SLOW: {"cited_ids": [PASS_ID], "answer": f"pass does nothing [{PASS_ID}]."},
+    })
+    return {"grader": grader, "rewriter": rewriter, "answerer": answerer, "judge": answerer}
+
+
+def scripted_programs(index: Any, lms: dict[str, dspy.BaseLM]) -> Programs:
+    """The named configurations, each answered by the real agent over ``index`` with the scripted LMs."""
+    from rag.agent import Sieve
+    from rag.retrieve import Retriever
+
+    def build(settings, use_artifact: bool) -> Program:
+        retriever = Retriever(index, mode=settings.mode, top_k=settings.top_k)
+        agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
+                      top_k=settings.top_k, lms=lms)
+        return Program(agent=agent, artifact=None, models={r: "dummy" for r in ROLES}, lms=lms,
+                       messages=["scripted test program (DummyLM per role)"])
+
+    return Programs(["top_k=3"], builder=build)
+
+
+def serve(index: Any, gate: threading.Event, *, max_waiting: int = 8, runs: Path = FIXTURE_RUNS) -> Background:
+    """The app over ``index`` with scripted programs and the committed fixture runs, on a free loopback port."""
+    programs = scripted_programs(index, scripted_lms(gate))
+    browser = RunBrowser(runs, golden_dir=ROOT / "golden", artifacts_dir=ROOT / "artifacts")
+    examples = [{"type": "answerable", "question": ANSWERABLE, "id": "ex-a"},
+                {"type": "unanswerable", "question": UNANSWERABLE, "id": "ex-u"}]
+    return Background(create_app(programs, browser, examples=examples, max_waiting=max_waiting))

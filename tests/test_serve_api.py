@@ -1,0 +1,237 @@
+"""rag serve's JSON API against a real uvicorn server on loopback: the real agent over a real index (built as
+`rag index DIR` builds it), with a DummyLM per role scripting the control flow; the committed fixture runs and
+artifact for the evaluation browser."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from rag import analysis, compare
+from rag.agent import REFUSAL
+from rag.errors import InputError
+from rag.serve.server import bind, is_loopback
+from tests.serve_support import (ANSWERABLE, FIXTURE_RUNS, PASS_ID, ROOT, SLOW, UNANSWERABLE, WITH_ID, serve,
+                           serve_index)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return serve_index(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def gate():
+    event = threading.Event()
+    event.set()
+    return event
+
+
+@pytest.fixture(scope="module")
+def client(index, gate):
+    with serve(index, gate) as url, httpx.Client(base_url=url, timeout=120) as c:
+        yield c
+
+
+def events(response):
+    """(kind, data) for each server-sent event, as they arrive."""
+    kind = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            yield kind, json.loads(line[6:])
+
+
+def nodes(result):
+    return [s["node"] for s in result["trace"]["steps"]]
+
+
+def test_ask_answers_with_the_trace_citations_and_the_program_that_ran(client):
+    r = client.post("/api/ask", json={"question": ANSWERABLE})
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert nodes(d) == ["retrieve", "grade", "answer"] and not d["refused"]
+    assert d["citations"] == [WITH_ID] and f"[{WITH_ID}]" in d["answer"]
+    assert d["config"] == "full" and d["artifact"] is None
+    assert d["description"].startswith("uncompiled signatures") and "scripted test program" in d["messages"][0]
+    hits = d["trace"]["steps"][0]["hits"]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and WITH_ID in [h["chunk_id"] for h in hits]
+    for h in hits:  # each hit's rank in bm25, dense and the fusion
+        assert set(h["stages"]) >= {"bm25", "dense", "rrf"} and h["stages"]["rrf"]["rank"] == h["rank"]
+    grade = d["trace"]["steps"][1]
+    assert grade["verdict"] is True and grade["chosen_ids"] == [WITH_ID] and grade["model"] == "dummy"
+
+
+def test_the_stream_sends_each_step_when_its_node_finishes(client, gate):
+    """The grader of SLOW waits on the gate: retrieve has arrived while grade is still running, the page hears
+    progress about the grade meanwhile, and the rest arrives once the grader answers."""
+    gate.clear()
+    try:
+        with client.stream("GET", "/api/stream", params={"question": SLOW}) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            seen, stream = [], events(r)
+            for kind, data in stream:
+                seen.append((kind, data))
+                if kind == "progress" and data.get("node") == "grade" and data["node_s"] >= 1.0:
+                    break
+            kinds = [k for k, _ in seen]
+            assert kinds.index("program") < kinds.index("start") < kinds.index("step")
+            steps = [d for k, d in seen if k == "step"]
+            assert [s["node"] for s in steps] == ["retrieve"] and steps[0]["hits"]
+            assert [d["node"] for k, d in seen if k == "start"] == ["retrieve", "grade"]
+            assert "done" not in kinds
+            gate.set()
+            rest = list(stream)
+    finally:
+        gate.set()
+    kinds = [k for k, _ in rest if k != "progress"]
+    assert kinds == ["step", "start", "step", "done"]
+    assert [d["node"] for k, d in rest if k == "step"] == ["grade", "answer"]
+    done = rest[-1][1]
+    assert done["citations"] == [PASS_ID] and nodes(done) == ["retrieve", "grade", "answer"]
+
+
+def test_an_unanswerable_question_is_refused_with_the_closest_passages(client):
+    d = client.post("/api/ask", json={"question": UNANSWERABLE, "config": "full"}).json()
+    assert d["refused"] and d["answer"] == REFUSAL
+    assert nodes(d) == ["retrieve", "grade", "rewrite"] * 2 + ["retrieve", "grade", "refuse"]
+    assert d["trace"]["steps"][2]["rewrite"] == "swallow airspeed velocity"
+    assert d["closest"] and all(c["chunk_id"] for c in d["closest"])
+
+
+def test_the_configuration_is_chosen_per_question(client):
+    d = client.post("/api/ask", json={"question": ANSWERABLE, "config": "hybrid", "artifact": "none"}).json()
+    assert nodes(d) == ["retrieve", "answer"]
+    assert d["config"] == "hybrid" and d["settings"]["reflection"] is False
+    info = client.get("/api/info").json()
+    by_name = {c["name"]: c for c in info["configs"]}
+    assert {"baseline", "hybrid", "full"} <= set(by_name) and by_name["full"]["default"]
+    assert not by_name["hybrid_rerank"]["available"] and "reranker" in by_name["hybrid_rerank"]["why"]
+    assert [a["name"] for a in info["artifacts"]] == ["smollm2-bootstrap"]
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"question": "  "}, 400, "question: required"),
+    ({}, 400, "question: required"),
+    ([1, 2], 400, "must be a JSON object"),
+    ({"question": "x" * 4001}, 400, "at most 4000"),
+    ({"question": ANSWERABLE, "config": "nope"}, 400, "unknown configuration 'nope'"),
+    ({"question": ANSWERABLE, "config": "hybrid_rerank"}, 400, "needs reranker"),
+    ({"question": ANSWERABLE, "artifact": "../../etc"}, 400, "unknown artifact '../../etc'"),
+    ({"question": ANSWERABLE, "config": 3}, 400, "must be strings"),
+])
+def test_bad_requests_get_one_clean_line(client, body, status, words):
+    r = client.post("/api/ask", json=body)
+    assert r.status_code == status and words in r.json()["error"], r.text
+
+
+def test_bodies_that_are_not_json_or_too_big_are_refused(client):
+    r = client.post("/api/ask", content=b"question=hi", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]
+    r = client.post("/api/ask", json={"question": "x" * 20_000})
+    assert r.status_code == 413 and "over 16384 bytes" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the limit still holds
+        for _ in range(40):
+            yield b" " * 1000
+
+    r = client.post("/api/ask", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    r = client.get("/api/stream")
+    assert r.status_code == 400 and "question" in r.json()["error"]
+
+
+def test_a_full_queue_answers_503_with_a_retry_hint(index):
+    """One worker busy (its grader waits on the gate) and one question waiting fill a queue of 1: the next is refused."""
+    gate = threading.Event()
+    with serve(index, gate, max_waiting=1) as url, httpx.Client(base_url=url, timeout=120) as c:
+        try:
+            with c.stream("GET", "/api/stream", params={"question": SLOW}) as first:
+                running = events(first)
+                next(d for k, d in running if k == "start" and d["node"] == "grade")
+                with c.stream("GET", "/api/stream", params={"question": SLOW}) as second:
+                    waiting = events(second)
+                    assert next(waiting) == ("progress", {"state": "queued", "ahead": 0, "node": None,
+                                                          "node_s": None, "total_s": pytest.approx(0, abs=1)})
+                    r = c.post("/api/ask", json={"question": ANSWERABLE})
+                    assert r.status_code == 503 and r.headers["retry-after"] == "10"
+                    assert "busy" in r.json()["error"] and "try again in 10 s" in r.json()["error"]
+                    gate.set()
+                    assert [k for k, _ in running][-1] == "done" and [k for k, _ in waiting][-1] == "done"
+        finally:
+            gate.set()
+        assert c.post("/api/ask", json={"question": ANSWERABLE}).status_code == 200
+
+
+def test_a_passage_shows_its_text_title_source_and_place_in_the_document(client):
+    p = client.get("/api/chunk", params={"id": PASS_ID}).json()
+    assert "pass is a null operation" in p["text"] and p["title"] == "Compound statements > The pass statement"
+    assert p["source"] and (p["part"], p["parts"], p["doc_id"]) == (3, 3, "statements.md")
+    assert p["previous"] == "statements.md#001" and p["next"] is None
+    r = client.get("/api/chunk", params={"id": "../../etc/passwd"})
+    assert r.status_code == 404 and "no passage" in r.json()["error"]
+
+
+def test_runs_and_their_metrics_are_what_the_library_computes(client):
+    listing = {r["name"]: r for r in client.get("/api/runs").json()["runs"]}
+    assert set(listing) == {"baseline", "full"}
+    full = listing["full"]
+    assert (full["config"], full["golden"], full["golden_hash"], full["n_done"], full["n_selected"]) == \
+        ("full", "python_ref.jsonl", "689cf3fb92d5", 8, 8)
+    m = client.get("/api/metrics", params=[("run", "full"), ("run", "baseline")]).json()
+    table = analysis.metric_table(analysis.load_runs([FIXTURE_RUNS / "full", FIXTURE_RUNS / "baseline"]))
+    assert m["runs"] == ["full", "baseline"]
+    assert [[r["metric"], *r["cells"]] for r in m["rows"]] == [[i, *row] for i, row in zip(table.index, table.values)]
+    run = client.get("/api/runs/baseline").json()
+    assert [(f["diagnosis"], f["id"]) for f in run["failures"]] == [("retrieval miss", "pyref-a-013")]
+    assert run["failures"][0]["record"]["prediction"]["trace"]["steps"][0]["node"] == "retrieve"
+    assert run["failure_counts"] == {"retrieval miss": 1}
+    assert run["by_type"][0]["type"] == "answerable" and run["by_type"][0]["rows"][0]["value"].startswith("87.5%")
+    png = client.get("/api/plots/metrics.png", params=[("run", "full"), ("run", "baseline")])
+    assert png.status_code == 200 and png.content.startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("path", ["/api/runs/nope", "/api/runs/..%2F..%2Fetc", "/api/runs/%2Fetc%2Fpasswd",
+                                  "/api/plots/evil.png?run=full", "/api/metrics?run=../baseline"])
+def test_runs_are_looked_up_by_name_never_joined_into_a_path(client, path):
+    r = client.get(path)
+    assert r.status_code == 404 and r.json()["error"]
+
+
+def test_artifacts_show_scores_before_and_after_and_the_chosen_prompts(client):
+    arts = client.get("/api/artifacts").json()["artifacts"]
+    assert [a["name"] for a in arts] == ["smollm2-bootstrap"]
+    expected = compare.artifact_table(ROOT / "artifacts")
+    assert [(r["role"], r["dev_before"], r["dev_after"]) for r in arts[0]["roles"]] == \
+        list(zip(expected.role, expected.dev_before, expected.dev_after))
+    assert {p["role"] for p in arts[0]["prompts"]} >= {"grader", "answerer"}
+
+
+def test_the_page_is_served_with_a_strict_content_security_policy(client):
+    r = client.get("/")
+    assert r.status_code == 200 and "<title>Sieve</title>" in r.text
+    assert "script-src 'self'" in r.headers["content-security-policy"] and r.headers["x-content-type-options"] == "nosniff"
+    assert client.get("/static/js/main.js").status_code == 200
+    assert client.get("/static/../app.py").status_code == 404
+
+
+def test_binding_is_loopback_by_default_and_a_busy_port_is_one_clean_error():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1")
+    busy = bind("127.0.0.1", 0)
+    port = busy.getsockname()[1]
+    try:
+        with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}"):
+            bind("127.0.0.1", port)
+        out = subprocess.run([sys.executable, "-m", "rag", "serve", "--host", "0.0.0.0", "--port", str(port)],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+    finally:
+        busy.close()
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "no authentication" in out.stderr and f"Error: cannot listen on 0.0.0.0:{port}" in out.stderr
