@@ -30,8 +30,8 @@ from tests.ray_support import ScriptedProgram  # noqa: E402
 from tests.test_evaluate import DOCS, ITEMS  # noqa: E402
 
 # Fields that differ between any two runs (timings), dropped before records are compared.
-VOLATILE = {"wall_ms", "finished_at", "latency_ms", "latency_s", "ms", "seconds", "started_at", "elapsed_ms",
-            "duration_ms", "total_ms"}
+VOLATILE = {"wall_ms", "finished_at", "latency_ms", "latency_s", "latency_by_node", "ms", "seconds", "started_at",
+            "elapsed_ms", "duration_ms", "total_ms"}
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +112,11 @@ def test_distributed_run_equals_local_run_item_for_item(cluster, index_dir, tmp_
     assert len(runner.pids) == 2 and os.getpid() not in runner.pids.values()  # really on two other processes
     assert by_id(tmp_path / "ray") == by_id(tmp_path / "local"), first_difference(by_id(tmp_path / "ray"), by_id(tmp_path / "local"))
     assert set(by_id(tmp_path / "ray")) == {it.id for it in selected}
-    assert distributed["metrics"] == local["metrics"] and distributed["complete"]
+    timeless = lambda metrics: {k: v for k, v in metrics.items() if "latency" not in k}  # noqa: E731
+    assert timeless(distributed["metrics"]) == timeless(local["metrics"]) and distributed["complete"]
+
+
+KILL_WAIT_S = 900  # at most this long for the first record before the worker is killed
 
 
 def test_a_worker_killed_mid_item_loses_and_doubles_nothing(cluster, index_dir, tmp_path):
@@ -122,9 +126,11 @@ def test_a_worker_killed_mid_item_loses_and_doubles_nothing(cluster, index_dir, 
     killed: list[int] = []
 
     def kill_one_when_the_first_item_is_written():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not read_records(out):
+        deadline = time.monotonic() + KILL_WAIT_S  # workers start in seconds, or minutes on a loaded machine
+        while time.monotonic() < deadline and not (out / "results.jsonl").is_file():
             time.sleep(0.05)
+        if not runner.pids:
+            return
         pid = next(iter(runner.pids.values()))
         os.kill(pid, signal.SIGKILL)  # the process dies mid-item, as on a lost node
         killed.append(pid)
@@ -145,6 +151,7 @@ def test_a_worker_killed_mid_item_loses_and_doubles_nothing(cluster, index_dir, 
 
 # ---------------------------------------------------------------- one rate limit for the whole cluster
 RPM, WINDOW, CALLS = 3, 2.0, 6  # R requests per (shrunk) window; calls per worker
+TRANSIT_S = 0.5  # how much later than its grant a request may reach the server (a loaded machine)
 
 
 @pytest.fixture(scope="module")
@@ -167,11 +174,11 @@ def test_workers_sharing_the_cluster_limiter_never_exceed_its_rate(cluster, serv
     from rag.distributed.limiter import limiter_actor
     from rag.lm.ledger import Ledger
 
-    # Control: each worker with its own limiter (R per 60 s each) lets 2R through at once.
+    # Control: each worker with its own limiter (R per 60 s each) lets 2R through within one minute.
     server.reset()
     own = callers(server, tmp_path / "own.sqlite")
     assert ray.get([c.call.remote(RPM) for c in own]) == [["ok"] * RPM] * 2
-    assert server.max_in_window(WINDOW) == 2 * RPM
+    assert server.max_in_window(60.0) == 2 * RPM
     for c in own:
         ray.kill(c)
 
@@ -181,9 +188,10 @@ def test_workers_sharing_the_cluster_limiter_never_exceed_its_rate(cluster, serv
     started = time.monotonic()
     assert ray.get([c.call.remote(CALLS) for c in shared]) == [["ok"] * CALLS] * 2
     took = time.monotonic() - started
-    # The server saw every call, never more than R within a window (less 0.25 s for request transit jitter)...
+    # The server saw every call, never more than R within a window (less TRANSIT_S: the limiter spaces the sends,
+    # the server times the arrivals)...
     assert len(server.arrivals) == 2 * CALLS
-    assert server.max_in_window(WINDOW - 0.25) <= RPM
+    assert server.max_in_window(WINDOW - TRANSIT_S) <= RPM
     assert took >= (2 * CALLS / RPM - 1) * WINDOW - 0.5  # ...so 12 calls at 3 per 2 s take at least 6 s
     assert ray.get(limiter.stats.remote())["granted"] == {"openai/gpt-oss-20b": 2 * CALLS}
     # The usage ledger counts each worker's calls once.
