@@ -135,10 +135,20 @@ def scripted_programs(index: Any, lms: dict[str, dspy.BaseLM]) -> Programs:
     return Programs(["top_k=3"], builder=build)
 
 
+_SERVERS: dict[str, Background] = {}
+
+
+def server_runner(url: str) -> Any:
+    """The question runner of the server at ``url`` (started by ``serve``)."""
+    return _SERVERS[url].server.config.app.state.runner
+
+
 def serve(index: Any, gate: threading.Event, *, max_waiting: int = 8, runs: Path = FIXTURE_RUNS) -> Background:
     """The app over ``index`` with scripted programs and the committed fixture runs, on a free loopback port."""
     programs = scripted_programs(index, scripted_lms(gate))
     browser = RunBrowser(runs, golden_dir=ROOT / "golden", artifacts_dir=ROOT / "artifacts")
     examples = [{"type": "answerable", "question": ANSWERABLE, "id": "ex-a"},
                 {"type": "unanswerable", "question": UNANSWERABLE, "id": "ex-u"}]
-    return Background(create_app(programs, browser, examples=examples, max_waiting=max_waiting))
+    background = Background(create_app(programs, browser, examples=examples, max_waiting=max_waiting))
+    _SERVERS[background.url] = background
+    return background

@@ -94,6 +94,11 @@ class Runner:
         with self._lock:
             return self._waiting.index(job) if job in self._waiting else 0
 
+    def pending(self) -> int:
+        """Questions waiting or running."""
+        with self._lock:
+            return len(self._waiting) + self._running
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -21,7 +21,7 @@ function fillChoices(info) {
     const c = info.configs.find((x) => x.name === config.value) || {};
     const settings = Object.entries(c.settings || {}).map(([k, v]) => `${k}=${v}`).join(", ");
     $("config-info").replaceChildren(el("div", {}, el("b", {}, c.name || ""), ": ", c.description || ""),
-      el("div", { class: "muted" }, settings), c.why ? el("div", { class: "error" }, c.why) : null);
+      el("div", { class: "muted" }, settings), ...(c.why ? [el("div", { class: "error" }, c.why)] : []));
   };
   config.addEventListener("change", describe);
   describe();
@@ -48,7 +48,7 @@ function showProgram(p) {
     el("div", {}, "Using ", el("b", {}, p.description), ` · config ${p.config} (mode ${p.settings.mode}, k=${p.settings.top_k}, `
       + `reflection ${p.settings.reflection ? "on" : "off"}, max_rewrites ${p.settings.max_rewrites})`),
     el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")),
-    p.messages.map((m) => el("div", { class: "muted" }, m)));
+    ...p.messages.map((m) => el("div", { class: "muted" }, m)));
 }
 
 function showResult(d) {
