@@ -150,8 +150,8 @@ def test_a_worker_killed_mid_item_loses_and_doubles_nothing(cluster, index_dir, 
 
 
 # ---------------------------------------------------------------- one rate limit for the whole cluster
-RPM, WINDOW, CALLS = 3, 2.0, 6  # R requests per (shrunk) window; calls per worker
-TRANSIT_S = 0.5  # how much later than its grant a request may reach the server (a loaded machine)
+RPM, WINDOW, CALLS = 3, 4.0, 6  # R requests per (shrunk) window; calls per worker
+TRANSIT_S = 1.0  # how much later than its grant a request may reach the server (0.5 s was exceeded under load)
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_workers_sharing_the_cluster_limiter_never_exceed_its_rate(cluster, serv
     # the server times the arrivals)...
     assert len(server.arrivals) == 2 * CALLS
     assert server.max_in_window(WINDOW - TRANSIT_S) <= RPM
-    assert took >= (2 * CALLS / RPM - 1) * WINDOW - 0.5  # ...so 12 calls at 3 per 2 s take at least 6 s
+    assert took >= (2 * CALLS / RPM - 1) * WINDOW - TRANSIT_S  # ...so 12 calls at 3 per 4 s take at least 12 s
     assert ray.get(limiter.stats.remote())["granted"] == {"openai/gpt-oss-20b": 2 * CALLS}
     # The usage ledger counts each worker's calls once.
     rows = Ledger(tmp_path / "shared.sqlite").daily()
