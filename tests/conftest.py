@@ -24,6 +24,18 @@ def reset_dspy_settings():
 
 
 @pytest.fixture(autouse=True)
+def restore_environment():
+    """Each test leaves os.environ as it found it: code under test may set variables directly (rag.config's
+    load_dotenv reads a .env into os.environ), and a GROQ_API_KEY left behind turns every later test's default
+    models into Groq ones."""
+    saved = dict(os.environ)
+    yield
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def isolated_sieve_home(tmp_path_factory, monkeypatch):
     """Indexes, runs, caches and ledgers of a test never touch the user's real ~/.cache/sieve."""
     home = tmp_path_factory.getbasetemp() / "sieve-home"
