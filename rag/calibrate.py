@@ -97,25 +97,55 @@ def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str
     return out
 
 
+def human_outcomes(records: Iterable[Mapping[str, Any]],
+                   labels: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], bool | None]:
+    """(config, item id) -> right by the human labels, for items that should be answered: a refusal or an error
+    is wrong, an answer is what its label says, None when the answer has no label."""
+    by_key = {_key(lab): lab for lab in labels}
+    out: dict[tuple[str, str], bool | None] = {}
+    for r in records:
+        if r.get("should_refuse"):
+            continue
+        pred = r.get("prediction") or {}
+        right: bool | None = False
+        if r.get("status") == "ok" and pred and not pred.get("refused"):
+            lab = by_key.get((str(r["id"]), " ".join(str(pred.get("answer") or "").split())))
+            right = None if lab is None else bool(lab["correct"])
+        out[(str(r.get("config", "")), str(r["id"]))] = right
+    return out
+
+
+def human_paired(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair of configs on the items both have (labelled): right counts and an exact McNemar test."""
+    from rag.stats import mcnemar
+
+    outcomes = human_outcomes(records, labels)
+    configs = sorted({c for c, _ in outcomes})
+    out = []
+    for i, a in enumerate(configs):
+        for b in configs[i + 1:]:
+            ids = sorted({k for c, k in outcomes if c == a} & {k for c, k in outcomes if c == b})
+            ids = [k for k in ids if outcomes[(a, k)] is not None and outcomes[(b, k)] is not None]
+            ra, rb = [outcomes[(a, k)] for k in ids], [outcomes[(b, k)] for k in ids]
+            only_a, only_b, p = mcnemar(ra, rb) if ids else (0, 0, 1.0)
+            out.append({"a": a, "b": b, "n": len(ids), "a_right": sum(ra), "b_right": sum(rb),
+                        "only_a": only_a, "only_b": only_b, "p": p})
+    return out
+
+
 def human_accuracy(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """End-to-end accuracy by the human labels, per run config: of the items that should be answered, the share
     answered AND labelled correct (a refusal or an error counts as wrong, as in the harness's own e2e accuracy).
     Answers without a label are left out of n and counted in ``unlabelled``; the interval is Wilson's."""
     from rag.stats import wilson
 
-    by_key = {_key(lab): lab for lab in labels}
     out: dict[str, Any] = {}
-    for r in records:
-        if r.get("should_refuse"):
+    for (config, _), right in human_outcomes(records, labels).items():
+        row = out.setdefault(config, {"correct": 0, "n": 0, "unlabelled": 0})
+        if right is None:
+            row["unlabelled"] += 1
             continue
-        row = out.setdefault(str(r.get("config", "")), {"correct": 0, "n": 0, "unlabelled": 0})
-        pred = r.get("prediction") or {}
-        if r.get("status") == "ok" and pred and not pred.get("refused"):
-            lab = by_key.get((str(r["id"]), " ".join(str(pred.get("answer") or "").split())))
-            if lab is None:
-                row["unlabelled"] += 1
-                continue
-            row["correct"] += bool(lab["correct"])
+        row["correct"] += right
         row["n"] += 1
     for row in out.values():
         row["accuracy"] = row["correct"] / row["n"] if row["n"] else None

@@ -467,7 +467,7 @@ def calibrate(
     """
     import json
 
-    from rag.calibrate import agreement, human_accuracy, label_interactively, load_labels, save_labels
+    from rag.calibrate import agreement, human_accuracy, human_paired, label_interactively, load_labels, save_labels
     from rag.runs import read_records
 
     _clean_warnings()
@@ -490,6 +490,7 @@ def calibrate(
     stored = load_labels(store)
     result = agreement(records, stored)
     result["human_e2e"] = human_accuracy(records, stored)
+    result["human_paired"] = human_paired(records, stored)
     if json_out:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -504,6 +505,10 @@ def calibrate(
         missing = f"; {r['unlabelled']} answer(s) unlabelled, left out" if r["unlabelled"] else ""
         typer.echo(f"{config or 'run'}: end-to-end accuracy by human labels {acc}, {r['correct']} of n={r['n']} items "
                    f"that should be answered (refusals and errors count as wrong{missing})")
+    for pair in result["human_paired"]:
+        typer.echo(f"{pair['a']} vs {pair['b']} on the same {pair['n']} items: {pair['a_right']} vs {pair['b_right']} "
+                   f"right by human labels; right in one only: {pair['only_a']} vs {pair['only_b']}, "
+                   f"exact McNemar p={pair['p']:.3g}")
 
 
 @app.command()

@@ -96,3 +96,20 @@ def test_human_accuracy_counts_refusals_and_errors_as_wrong_and_leaves_out_unlab
     assert (full["correct"], full["n"], full["unlabelled"]) == (1, 4, 1)  # a1 right; a2 wrong; a3, a4 count wrong
     assert full["accuracy"] == 0.25 and full["interval"][0] < 0.25 < full["interval"][1]
     assert out["baseline"] == {**out["baseline"], "correct": 1, "n": 1, "unlabelled": 0}  # labels match by answer text
+
+
+def test_human_paired_compares_configs_on_their_common_labelled_items():
+    from rag.calibrate import human_paired
+
+    def rec(iid, config, answer):
+        return {"id": iid, "config": config, "status": "ok", "should_refuse": False,
+                "prediction": {"refused": answer is None, "answer": answer or ""}}
+
+    records = [rec("a1", "full", "x"), rec("a2", "full", None), rec("a3", "full", "x"), rec("a4", "full", "x"),
+               rec("a1", "baseline", "y"), rec("a2", "baseline", "y"), rec("a3", "baseline", "unlabelled")]
+    labels = [{"id": i, "answer": "x", "correct": True, "faithful": True} for i in ("a1", "a3", "a4")]
+    labels += [{"id": i, "answer": "y", "correct": i == "a2", "faithful": True} for i in ("a1", "a2")]
+    (pair,) = human_paired(records, labels)
+    # common labelled items: a1 (full right, baseline wrong) and a2 (full refused: wrong; baseline right)
+    assert (pair["a"], pair["b"], pair["n"]) == ("baseline", "full", 2)
+    assert (pair["a_right"], pair["b_right"], pair["only_a"], pair["only_b"]) == (1, 1, 1, 1) and pair["p"] == 1.0
