@@ -44,5 +44,5 @@ def test_a_question_streams_through_the_embedded_model(tmp_path_factory, tmp_pat
     steps = [d for k, d in seen if k == "step"]
     assert [s["node"] for s in steps[:2]] == ["retrieve", "grade"] and steps[-1]["node"] in ("answer", "refuse")
     grade = steps[1]
-    assert "SmolLM2" in grade["model"] and grade["tokens_in"] > 0 and grade["latency_ms"] > 0
+    assert grade["model"] == "embedded/smollm2-135m" and grade["tokens_in"] > 0 and grade["latency_ms"] > 0
     assert seen[-1][1]["trace"]["steps"] == [{k: v for k, v in s.items() if k != "index"} for s in steps]
