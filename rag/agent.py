@@ -141,7 +141,11 @@ def _record(step: Step, stats: CallStats) -> None:
 
 
 def _source(hit: Any) -> dict[str, Any]:
-    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", "")}
+    """A cited (or closest) passage: its id, heading path and file, and its pages when the file has pages (PDF,
+    DOCX): ``page`` and, for a passage that runs onto later pages, ``page_end``."""
+    meta = getattr(hit, "meta", None) or {}
+    pages = {k: meta[k] for k in ("page", "page_end") if isinstance(meta.get(k), int)}
+    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", ""), **pages}
 
 
 def _check_question(question: Any) -> tuple[str, list[str]]:

@@ -15,6 +15,10 @@ paragraphs), then packs whole blocks into chunks of about ``size`` characters:
 Each chunk's ``title`` is its heading path (``Doc title > Section > Subsection``): the common
 prefix of the paths of the blocks it holds. Ids are ``<doc_id>#<NNN>`` (zero-padded, per document).
 
+A document with ``blocks`` (PDF, DOCX: see rag.readers) is not parsed from its text: its blocks are
+packed by the same rules, and each chunk's ``meta`` gets ``page`` (its first page) and, when it runs
+onto later pages, ``page_end``, from the blocks it holds (:func:`page_label` writes "p. 12" / "pp. 12-13").
+
 :func:`load_chunks_jsonl` reads chunks made elsewhere; their ids are kept verbatim.
 """
 
@@ -53,6 +57,7 @@ class _Block:
     kind: str  # heading | code | table | para
     text: str
     path: tuple[str, ...]
+    pages: tuple[int, int] | None = None  # (first, last) page, for documents that have pages (PDF, DOCX)
 
 
 _MD_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -70,10 +75,7 @@ def _split_blocks(text: str, doc_title: str) -> list[_Block]:
     para: list[str] = []
 
     def path() -> tuple[str, ...]:
-        names = [h for _, h in stack]
-        if not names or names[0] != doc_title:
-            names = [doc_title, *names] if doc_title else names
-        return tuple(names)
+        return _path(stack, doc_title)
 
     def flush_para() -> None:
         if para and any(line.strip() for line in para):
@@ -133,6 +135,38 @@ def _split_blocks(text: str, doc_title: str) -> list[_Block]:
         i += 1
     flush_para()
     return blocks
+
+
+def _path(stack: list[tuple[int, str]], doc_title: str) -> tuple[str, ...]:
+    names = [h for _, h in stack]
+    if not names or names[0] != doc_title:
+        names = [doc_title, *names] if doc_title else names
+    return tuple(names)
+
+
+def _structured_blocks(doc: Document) -> list[_Block]:
+    """A PDF's or DOCX's blocks (rag.readers) with their heading paths and pages; nothing is re-parsed, so a
+    line of the document that looks like Markdown stays text."""
+    blocks: list[_Block] = []
+    stack: list[tuple[int, str]] = []
+    for b in doc.blocks:
+        pages = (b.page, b.page_end or b.page) if b.page is not None else None
+        if b.kind == "heading":
+            while stack and stack[-1][0] >= b.level:
+                stack.pop()
+            stack.append((b.level, b.text))
+            blocks.append(_Block("heading", b.markdown(), _path(stack, doc.title), pages))
+        else:
+            blocks.append(_Block("table" if b.kind == "table" else "para", b.text, _path(stack, doc.title), pages))
+    return blocks
+
+
+def page_label(meta: dict[str, Any] | None) -> str:
+    """``"p. 12"`` or ``"pp. 12-13"`` for a chunk's (or hit's) metadata; "" when it has no page."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("page"), int):
+        return ""
+    first, last = meta["page"], meta.get("page_end")
+    return f"pp. {first}-{last}" if isinstance(last, int) and last > first else f"p. {first}"
 
 
 def _split_long(block: _Block, size: int) -> list[str]:
@@ -199,22 +233,25 @@ def chunk_document(doc: Document, size: int = 1200, overlap: int = 150) -> list[
     if size < 1 or not 0 <= overlap < size:
         raise ConfigError(f"chunk size/overlap: need size >= 1 and 0 <= overlap < size, got {size}/{overlap}")
     min_fill = size // 4
-    # (text, heading path, starts with a heading, separator when joined to the previous piece)
-    pieces: list[tuple[str, tuple[str, ...], bool, str]] = []
-    for block in _split_blocks(doc.text, doc.title):
+    # (text, heading path, starts with a heading, separator when joined to the previous piece, pages)
+    pieces: list[tuple[str, tuple[str, ...], bool, str, tuple[int, int] | None]] = []
+    for block in _structured_blocks(doc) if doc.blocks else _split_blocks(doc.text, doc.title):
         texts = [block.text] if len(block.text) <= size else _split_long(block, size - overlap)
         glue = " " if block.kind == "para" else "\n"  # pieces of one split block rejoin as they were cut
         for j, t in enumerate(texts):
-            pieces.append((t, block.path, block.kind == "heading", "\n\n" if j == 0 else glue))
+            pieces.append((t, block.path, block.kind == "heading", "\n\n" if j == 0 else glue, block.pages))
 
-    groups: list[tuple[str, list[tuple[str, ...]]]] = []
+    groups: list[tuple[str, list[tuple[str, ...]], list[int]]] = []
     body, prefix, prefix_sep = "", "", "\n\n"
     paths: list[tuple[str, ...]] = []
+    # pages of the body's text and of its headings (the overlap carried in from the chunk before is not counted):
+    # a chunk that ends on the next section's heading is cited by the pages of its text
+    pages: dict[bool, list[int]] = {False: [], True: []}
 
     def close() -> None:
-        groups.append((prefix_sep.join(p for p in (prefix, body) if p), paths))
+        groups.append((prefix_sep.join(p for p in (prefix, body) if p), paths, pages[False] or pages[True]))
 
-    for text, path, heading, sep in pieces:
+    for text, path, heading, sep, span in pieces:
         joined = body + sep + text if body else text
         full = len(prefix) + 2 + len(joined) if prefix else len(joined)
         if body and ((heading and len(body) >= min_fill) or full > size):
@@ -224,23 +261,29 @@ def chunk_document(doc: Document, size: int = 1200, overlap: int = 150) -> list[
             prefix_sep = sep  # mid-paragraph cut: the overlap reads on as one paragraph
             if len(prefix) + 2 + len(text) > size:
                 prefix = ""
-            body, paths = text, [path]
+            body, paths, pages = text, [path], {False: [], True: []}
         else:
             body = joined
             paths.append(path)
+        pages[heading].extend(span or ())
     if body:
         close()
 
     chunks = []
-    for n, (text, group_paths) in enumerate(groups):
+    for n, (text, group_paths, group_pages) in enumerate(groups):
         title_path = _common_prefix(group_paths)
+        where: dict[str, int] = {}
+        if group_pages:
+            where["page"] = min(group_pages)
+            if max(group_pages) > where["page"]:
+                where["page_end"] = max(group_pages)
         chunks.append(Chunk(
             id=f"{doc.doc_id}#{n:03d}",
             text=text,
             title=TITLE_SEP.join(title_path) or doc.title,
             source=doc.source,
             url=doc.url,
-            meta={**doc.meta, "doc_id": doc.doc_id, "position": n},
+            meta={**doc.meta, "doc_id": doc.doc_id, "position": n, **where},
         ))
     return chunks
 

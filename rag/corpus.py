@@ -5,10 +5,12 @@ entirely; see :func:`rag.chunking.load_chunks_jsonl`):
 
 * :func:`load_builtin_topics`: the Python language reference topics that ship with CPython
   (``pydoc_data.topics``), so a new user can index something without bringing data;
-* :func:`load_folder`: ``.md`` / ``.markdown`` / ``.txt`` / ``.rst`` / ``.html`` files found
-  recursively under a folder. Files that cannot be read as UTF-8 text are skipped with a warning
-  naming them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
-  structure-aware chunker sees its sections.
+* :func:`load_folder`: ``.md`` / ``.markdown`` / ``.txt`` / ``.rst`` / ``.html`` / ``.pdf`` / ``.docx``
+  files found recursively under a folder. Files that cannot be read as UTF-8 text are skipped with a
+  warning naming them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
+  structure-aware chunker sees its sections. PDF and Word files are read by :mod:`rag.readers` into
+  :class:`Block` s (headings with levels, paragraphs, whole tables), each with its page numbers, which the
+  chunker uses directly; an encrypted, corrupt, empty or image-only one is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -26,14 +28,35 @@ from typing import Any
 
 from rag.errors import InputError
 
-SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
+TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
+PAGED_SUFFIXES = (".pdf", ".docx")  # read by rag.readers, page by page
+SUFFIXES = (*TEXT_SUFFIXES, *PAGED_SUFFIXES)
 MAX_FILE_BYTES = 20_000_000  # default of the max_file_mb setting: a larger "document" is almost surely not prose
 BLOCK_BYTES = 1 << 20  # files are read and decoded in blocks of this size
 
 
 @dataclass
+class Block:
+    """One structural unit of a PDF or Word document: a ``heading`` (``level`` 1 = top; 0 = the document's own
+    title), a ``para`` or a ``table`` (a Markdown table). ``page`` is its first page (1-based, None when the file
+    has no pages) and ``page_end`` its last when it runs onto later pages."""
+
+    kind: str  # heading | para | table
+    text: str
+    level: int = 0
+    page: int | None = None
+    page_end: int | None = None
+
+    def markdown(self) -> str:
+        return f"{'#' * min(6, max(1, self.level))} {self.text}" if self.kind == "heading" else self.text
+
+
+@dataclass
 class Document:
-    """One source document before chunking. ``doc_id`` is stable (relative posix path or topic name)."""
+    """One source document before chunking. ``doc_id`` is stable (relative posix path or topic name).
+
+    ``blocks``, when given (PDF, DOCX), is the document's structure: the chunker uses it instead of parsing
+    ``text`` (then the blocks rendered as Markdown), and gives each chunk the pages its blocks are on."""
 
     doc_id: str
     text: str
@@ -41,6 +64,22 @@ class Document:
     source: str = ""
     url: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    blocks: list[Block] = field(default_factory=list)
+
+
+class Documents(list):
+    """The documents :func:`load_folder` read (a list), with ``skipped``: why -> how many files were skipped."""
+
+    def __init__(self, docs: list[Document] = (), skipped: Counter[str] | None = None) -> None:
+        super().__init__(docs)
+        self.skipped: Counter[str] = Counter(skipped or {})
+
+    def skipped_summary(self) -> str:
+        """``"skipped 3 files: 2 encrypted, 1 image-only"``, or "" when none was skipped."""
+        n = sum(self.skipped.values())
+        if not n:
+            return ""
+        return f"skipped {n} file{'s' if n != 1 else ''}: " + ", ".join(f"{k} {why}" for why, k in self.skipped.most_common())
 
 
 def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
@@ -62,14 +101,17 @@ def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
     return docs
 
 
-def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> list[Document]:
-    """Every supported text file under ``path`` (recursive, sorted, hidden files skipped).
+def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> Documents:
+    """Every supported file under ``path`` (recursive, sorted, hidden files and Office lock files ``~$*``
+    skipped), as :class:`Documents` (a list, with the skipped files counted by reason).
 
     ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces); a file name that is
     not valid UTF-8 is kept with its bad bytes written as ``\\xNN`` (and a warning). Empty, binary,
     non-UTF-8, unreadable files and files over ``max_bytes`` (setting ``max_file_mb``) are skipped with a
-    :class:`UserWarning` naming them. Raises :class:`InputError` when ``path`` is missing or holds no
-    usable supported file, saying why each was skipped.
+    :class:`UserWarning` naming them; so are encrypted, corrupt, empty and image-only PDF/DOCX files (for
+    those ``max_bytes`` bounds the text they hold, not the file's size: they are read page by page).
+    Raises :class:`InputError` when ``path`` is missing or holds no usable supported file, saying why each
+    was skipped.
     """
     root = Path(path).expanduser()
     if not root.exists():
@@ -78,7 +120,8 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
         raise InputError(f"{root}: unsupported file type {root.suffix!r}; supported: {', '.join(SUFFIXES)}")
     files = [root] if root.is_file() else sorted(
         p for p in root.rglob("*")
-        if p.is_file() and p.suffix.lower() in SUFFIXES and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith("~$")
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
     )
     base = root.parent if root.is_file() else root
     if not files:
@@ -92,6 +135,14 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
         if shown != str(file):
             warnings.warn(f"file name {shown} is not valid UTF-8; it is indexed under that name (rename it, e.g. "
                           "with convmv, for a readable id)", stacklevel=2)
+        rel = _valid_name(file.relative_to(base).as_posix())
+        if file.suffix.lower() in PAGED_SUFFIXES:
+            doc, why = _read_paged(file, rel, shown, max_bytes)
+            if doc is None:
+                skipped[why] += 1
+            else:
+                docs.append(doc)
+            continue
         text, why = _read_text(file, max_bytes, shown)
         if text is not None and not text.strip():
             text, why = None, "empty"
@@ -99,7 +150,6 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
         if text is None:
             skipped[why] += 1
             continue
-        rel = _valid_name(file.relative_to(base).as_posix())
         if file.suffix.lower() in (".html", ".htm"):
             title, text = html_to_text(text)
         else:
@@ -116,7 +166,32 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
         reasons = ", ".join(f"{n} {why}" for why, n in skipped.most_common())
         raise InputError(f"{root}: none of the {len(files)} supported file(s) could be indexed ({reasons}; see the "
                          "warnings above)")
-    return docs
+    return Documents(docs, skipped)
+
+
+def _read_paged(file: Path, rel: str, shown: str, max_bytes: int) -> tuple[Document | None, str]:
+    """(Document, "") for a PDF or DOCX, or (None, why) with a one-line warning naming the file. Never raises
+    for a bad file: whatever its parser throws skips that file only."""
+    from rag.readers import Unreadable, read_docx, read_pdf
+
+    reader = read_pdf if file.suffix.lower() == ".pdf" else read_docx
+    try:
+        parsed = reader(file, max_bytes)
+    except Unreadable as exc:
+        warnings.warn(f"skipping {shown}: {exc.detail}", stacklevel=3)
+        return None, exc.reason
+    except OSError as exc:
+        warnings.warn(f"skipping {shown}: cannot read it ({exc.strerror or exc})", stacklevel=3)
+        return None, "unreadable"
+    except Exception as exc:  # noqa: BLE001 - a parser failing on an odd file must not end the whole index
+        detail = " ".join(str(exc).split())[:120]
+        warnings.warn(f"skipping {shown}: cannot be parsed ({type(exc).__name__}: {detail})", stacklevel=3)
+        return None, "corrupt"
+    for note in parsed.notes:
+        warnings.warn(f"{shown}: {note}", stacklevel=3)
+    title = parsed.title or _valid_name(file.stem)
+    text = "\n\n".join(b.markdown() for b in parsed.blocks)
+    return Document(doc_id=rel, text=text, title=title, source=shown, meta={"path": rel}, blocks=parsed.blocks), ""
 
 
 def _valid_name(name: str) -> str:

@@ -116,6 +116,8 @@ class Index:
         self.faiss = faiss_index
         self.embeddings = embeddings
         self.embedding_model = embedding_model
+        self.embedding_runtime = "onnx"  # Index.load sets settings.embedding_runtime
+        self._query_encoder: Any = None
         self.position = {c.id: i for i, c in enumerate(chunks)}
 
     def __len__(self) -> int:
@@ -141,6 +143,21 @@ class Index:
         top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(i), float(scores[i])) for i in top if scores[i] > 0]
+
+    @property
+    def query_encoder(self) -> Any:
+        """The encoder whose vectors match this index's (rag.encoder.query_encoder), loaded on first use:
+        ONNX Runtime by default, so a query never imports torch."""
+        if self._query_encoder is None:
+            from rag.encoder import query_encoder
+
+            self._query_encoder = query_encoder(self.manifest, self.embedding_runtime,
+                                                rebuild_command(self.dir, self.manifest))
+        return self._query_encoder
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The normalised vector of one query, from :attr:`query_encoder`."""
+        return np.asarray(self.query_encoder.encode([text])[0], dtype=np.float32)
 
     def dense_search(self, vector: np.ndarray, n: int) -> list[tuple[int, float]]:
         """Top ``n`` (row, cosine) for a normalised query vector."""
@@ -204,7 +221,9 @@ class Index:
             raise IndexMismatch(f"Index at {root} is inconsistent (manifest says {n} chunks; found {sizes}"
                                 f"{'' if fingerprint(chunks) == fp else ', fingerprint differs'}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
-        return cls(root, chunks, manifest, bm25, dense, embeddings, built_with)
+        index = cls(root, chunks, manifest, bm25, dense, embeddings, built_with)
+        index.embedding_runtime = settings.embedding_runtime
+        return index
 
 
 def _q(value: Any) -> str:
@@ -227,11 +246,14 @@ def rebuild_command(root: Path, manifest: dict[str, Any], model: str | None = No
     return " ".join(parts)
 
 
-def _previous_vectors(index_dir: Path, model_path: str) -> dict[str, np.ndarray]:
-    """text-hash -> vector from an existing index built with the same model (empty if none/unusable)."""
+def _previous_vectors(index_dir: Path, model_path: str, precision: str = "fp32") -> dict[str, np.ndarray]:
+    """text-hash -> vector from an existing index built with the same model at the same precision (empty if
+    none/unusable)."""
     try:
         manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
         if manifest["embedding"]["path"] != model_path or manifest.get("format") != FORMAT:
+            return {}
+        if (manifest["embedding"].get("encoder") or {}).get("precision", "fp32") != precision:
             return {}
         old = [json.loads(line) for line in (index_dir / CHUNKS).read_text(encoding="utf-8").splitlines() if line]
         vectors = np.load(index_dir / EMBEDDINGS)
@@ -291,17 +313,32 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     import bm25s
     import faiss
 
-    from rag.embeddings import embed, embedding_dim, model_label, resolve_model_path
+    from rag.embeddings import embedding_dim, model_label, resolve_model_path
+    from rag.encoder import encoder_id, index_encoder, model_sha256
 
     started = time.perf_counter()
     model_path = resolve_model_path(settings.embedding_model)
     texts = [index_text(c) for c in chunks]
+    timings: dict[str, float] = {}
+
+    # the encoder: ONNX Runtime over the model's export (made once per model), or sentence-transformers
+    t = time.perf_counter()
+    if embedder is None:
+        say = (lambda message: print(message, file=sys.stderr)) if show_progress else None
+        encoder, encoder_record = index_encoder(settings.embedding_model, settings.embedding_runtime, texts[:64], say,
+                                                settings.embedding_precision)
+        dim = int(encoder_record.get("dim") or embedding_dim(settings.embedding_model))
+    else:  # rag.distributed: sentence-transformers on workers
+        sha = model_sha256(model_path)
+        encoder_record = {"runtime": "sentence-transformers", "id": encoder_id(sha) if sha else None,
+                          "precision": "fp32", "model_sha256": sha}
+        dim = embedding_dim(settings.embedding_model)
+    timings["encoder_seconds"] = round(time.perf_counter() - t, 3)
 
     # dense vectors, reusing unchanged ones
-    previous = _previous_vectors(root, model_path)
+    previous = _previous_vectors(root, model_path, encoder_record.get("precision", "fp32"))
     keys = [_text_key(t) for t in texts]
     todo = [i for i, k in enumerate(keys) if k not in previous]
-    dim = embedding_dim(settings.embedding_model)
     vectors = np.zeros((len(chunks), dim), dtype=np.float32)
     for i, k in enumerate(keys):
         if k in previous and previous[k].shape == (dim,):
@@ -310,11 +347,10 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             todo.append(i)
     if show_progress:
         print(f"embedding {len(todo)} of {len(chunks)} chunks ({len(chunks) - len(todo)} reused)", file=sys.stderr)
-    timings: dict[str, float] = {}
     t = time.perf_counter()
     if todo:
         batch = [texts[i] for i in todo]
-        vectors[todo] = embedder(batch) if embedder else embed(batch, settings.embedding_model, show_progress=show_progress)
+        vectors[todo] = embedder(batch) if embedder else _encode(encoder, batch, show_progress)
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
@@ -349,7 +385,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             "build_seconds": round(time.perf_counter() - started, 3),
             "timings": timings,
             "embedding": {"model": settings.embedding_model, "label": model_label(settings.embedding_model),
-                          "path": model_path, "dim": dim, "normalized": True},
+                          "path": model_path, "dim": dim, "normalized": True, "encoder": encoder_record},
             "chunker": ({"prechunked": True} if source.startswith("jsonl:") else
                         {"prechunked": False, "size": settings.chunk_size, "overlap": settings.chunk_overlap}),
             "corpus": {"source": source, "fingerprint": fingerprint(chunks)},
@@ -368,6 +404,23 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     if show_progress:
         print(f"indexed {len(chunks)} chunks into {root} in {manifest['build_seconds']:.1f}s", file=sys.stderr)
     return Index.load(root, settings)
+
+
+def _encode(encoder: Any, texts: list[str], show_progress: bool) -> np.ndarray:
+    """``encoder.encode(texts)`` with a progress bar on stderr when asked."""
+    bar = None
+    if show_progress:
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), desc="embedding", unit="chunk", file=sys.stderr)
+        except ImportError:
+            pass
+    try:
+        return encoder.encode(texts, progress=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _swap_into_place(tmp: Path, root: Path) -> None:

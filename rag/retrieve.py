@@ -158,9 +158,7 @@ class Retriever:
         if mode in ("bm25", "hybrid"):
             lists["bm25"] = note("bm25", self.index.bm25_search(self.index.bm25_query(text), depth))
         if mode in ("dense", "hybrid"):
-            from rag.embeddings import embed
-
-            vector = embed([text], self.index.embedding_model)[0]
+            vector = self.index.embed_query(text)
             lists["dense"] = note("dense", self.index.dense_search(vector, depth))
         if mode == "hybrid":
             fused = rrf_fuse(lists, self.rrf_k, self.weights)[:depth]

@@ -97,13 +97,17 @@ class Trace:
                    steps=[Step.from_dict(s) for s in data.get("steps", [])])
 
     def render(self) -> str:
-        """A readable, step-by-step account (``rag ask --trace``, notebooks)."""
+        """A readable, step-by-step account (``rag ask --trace``, notebooks). Passages from files with pages (PDF,
+        DOCX) show them after their id, where retrieved and where cited: ``handbook.pdf#004 (p. 12)``."""
+        from rag.chunking import page_label
+
+        pages = {h["chunk_id"]: page_label(h.get("meta")) for s in self.steps for h in s.hits}
         lines = [f"Q: {self.question}"]
         for i, s in enumerate(self.steps, 1):
             head = f"{i}. {s.node:<8}"
             cost = f"  [{s.latency_ms:.0f} ms, {s.tokens_in}+{s.tokens_out} tok{', cached' if s.cached else ''}]"
             if s.node == "retrieve":
-                ids = ", ".join(f"{h['chunk_id']}" for h in s.hits)
+                ids = ", ".join(with_page(h["chunk_id"], pages) for h in s.hits)
                 lines.append(f"{head} query={s.query!r} -> {ids}{cost}")
             elif s.node == "grade":
                 verdict = "RELEVANT" if s.verdict else "NOT RELEVANT"
@@ -111,9 +115,16 @@ class Trace:
             elif s.node == "rewrite":
                 lines.append(f"{head} {s.query!r} -> {s.rewrite!r}{cost}")
             else:
-                lines.append(f"{head} cited={s.chosen_ids} {(s.answer or '')[:160]!r}{cost}")
+                cited = [with_page(c, pages) for c in s.chosen_ids]
+                lines.append(f"{head} cited={cited} {(s.answer or '')[:160]!r}{cost}")
             lines.extend(f"   note: {n}" for n in s.notes)
         t = self.totals
         lines.append(f"= {t['outcome']}: {t['steps']} steps, {t['rewrites']} rewrites, "
                      f"{t['latency_ms']:.0f} ms, {t['tokens_in']}+{t['tokens_out']} tokens, ${t['cost']:.6f}")
         return "\n".join(lines)
+
+
+def with_page(chunk_id: str, pages: dict[str, str]) -> str:
+    """``id (p. 12)`` when ``pages`` (chunk id -> page label) knows the passage's page, else the id."""
+    label = pages.get(chunk_id)
+    return f"{chunk_id} ({label})" if label else chunk_id

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rag.agent_metrics import _step_latency
+from rag.chunking import page_label
 from rag.decisions import used_ids
 from rag.diagnose import diagnose
-from rag.trace import Trace
+from rag.trace import Trace, with_page
 
 
 def outcome(record: Mapping[str, Any]) -> str:
@@ -51,6 +52,7 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
         lines.append(f"agent error: {_short(record.get('error'), max_answer_chars)}")
         return "\n".join(lines)
     trace = pred["trace"]
+    pages = {h["chunk_id"]: page_label(h.get("meta")) for st in trace["steps"] for h in st.get("hits") or []}
     for i, st in enumerate(trace["steps"], 1):
         cost = f"[{_step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
                f"{', cached' if st.get('cached') else ''}]"
@@ -60,7 +62,7 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
             for h in st.get("hits") or []:
                 mark = "*" if h["chunk_id"] in gold else " "
                 score = h.get("score")
-                lines.append(f"     {mark} #{h.get('rank', '?')} {h['chunk_id']}"
+                lines.append(f"     {mark} #{h.get('rank', '?')} {with_page(h['chunk_id'], pages)}"
                              + (f"  score={score:.4f}" if isinstance(score, (int, float)) else ""))
         elif node == "grade":
             verdict = "RELEVANT" if st.get("verdict") else "NOT RELEVANT"
@@ -75,7 +77,8 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
             text = _short(st.get("answer"), max_answer_chars)
             lines.append(f"{i}. {node:<9} {cost}")
             if node == "answer":
-                lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} cited={_marked(st.get('chosen_ids'), gold)}")
+                lines.append(f"     shown={_marked(st.get('shown_ids'), gold)} "
+                             f"cited={_marked(st.get('chosen_ids'), gold, pages)}")
             elif st.get("reason"):
                 lines.append(f"     reason: {_short(st.get('reason'), max_answer_chars)}")
             lines.append(f"     {text!r}")
@@ -97,5 +100,5 @@ def _short(text: Any, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _marked(ids: Iterable[str] | None, gold: set[str]) -> str:
-    return "[" + ", ".join(("*" if i in gold else "") + i for i in ids or []) + "]"
+def _marked(ids: Iterable[str] | None, gold: set[str], pages: dict[str, str] | None = None) -> str:
+    return "[" + ", ".join(("*" if i in gold else "") + with_page(i, pages or {}) for i in ids or []) + "]"

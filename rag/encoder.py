@@ -1,0 +1,513 @@
+"""Sentence embeddings through ONNX Runtime: the torch-free encoder for queries, and for indexing.
+
+``rag search`` used to spend ~10 s importing torch and sentence-transformers to embed one short query.
+This module embeds with ONNX Runtime and the ``tokenizers`` library only, over an ONNX export of the same
+sentence-transformers model (transformer + pooling + L2 normalisation in one graph):
+
+* **made once per model**, at ``rag index`` time (or at the first query on an index built before this
+  encoder existed), by ``torch.onnx.export`` (the TorchScript exporter, opset 17; torch and
+  sentence-transformers are needed for that step only), and kept in ``$SIEVE_HOME/encoders/<id>/``
+  (``model.onnx``, ``tokenizer.json``, ``encoder.json``). ``<id>`` is derived from a sha256 of the model
+  folder's files, so a changed model never silently reuses an old export;
+* **checked before it is kept**: its vectors for sample texts must have cosine >= :data:`MIN_COSINE` with
+  sentence-transformers' own (the export is refused otherwise, and the torch encoder is used);
+* **recorded in the index manifest** (``embedding.encoder``: runtime, id, model sha256), which the query
+  side follows (see :func:`query_encoder`); a mismatch is refused with the command that fixes it.
+
+Texts are tokenized once, sorted by token length and embedded in batches of similar length (little
+padding); ONNX Runtime uses every core this process may run on (``intra_op_num_threads``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from rag.errors import ConfigError, IndexMismatch, ModelError
+
+from rag.config import EMBEDDING_PRECISIONS as PRECISIONS
+from rag.config import EMBEDDING_RUNTIMES as RUNTIMES
+ENCODER_VERSION = 1  # the export recipe; part of the encoder id, bump when export() changes what it writes
+MIN_COSINE = 0.9999  # an export whose vectors differ more than this from sentence-transformers' is not used
+OPSET = 17
+BATCH_SIZE = 32
+MAX_BATCH_TOKENS = 8192  # short texts are batched more densely: a batch holds at most this many tokens (padded)
+ONNX_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+META_FILE = "encoder.json"
+_HASHED_SUFFIXES = (".json", ".txt", ".safetensors", ".bin", ".model")  # weights, configs, vocabularies
+
+SAMPLE_TEXTS = (  # checked at export time, besides the caller's own texts
+    "how do I catch several exceptions in one except clause?",
+    "What does the nonlocal statement do?",
+    "The with statement is used to wrap the execution of a block with methods defined by a context manager.",
+    "Docker Compose: the depends_on key controls the order in which services start.",
+    "x",
+    "Reimbursement of international travel requires the receipts within thirty (30) days of return.",
+    "Ünïcödé, 中文, emoji 🙂 and numbers 3.14159 in one line",
+    " ".join(["a long passage that is cut at the model's maximum sequence length"] * 60),
+)
+
+
+def cores() -> int:
+    """CPU cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def encoders_dir() -> Path:
+    from rag.config import sieve_home
+
+    return sieve_home() / "encoders"
+
+
+def model_sha256(model_path: str | Path) -> str | None:
+    """sha256 over a local model folder's weights, configs and vocabularies (relative names and bytes, in
+    name order); None when ``model_path`` is not a local folder (a hub name). Remembered in
+    ``encoders/model-hashes.json`` under the files' names, sizes and modification times, so the ~90 MB are
+    read again only when a file changed."""
+    root = Path(model_path)
+    if not root.is_dir():
+        return None
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _HASHED_SUFFIXES
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    stamp = hashlib.sha256(json.dumps([(p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                                       for p in files]).encode()).hexdigest()
+    memo = encoders_dir() / "model-hashes.json"
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(str(root.resolve())) if isinstance(known, dict) else None
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+        return entry["sha256"]
+    sha = _hash_files(root, files)
+    try:
+        known = known if isinstance(known, dict) else {}
+        known[str(root.resolve())] = {"stamp": stamp, "sha256": sha}
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, memo)
+    except OSError:  # a read-only SIEVE_HOME: hash again next time
+        pass
+    return sha
+
+
+def _hash_files(root: Path, files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.relative_to(root).as_posix().encode("utf-8") + b"\x00")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def encoder_id(sha: str, precision: str = "fp32") -> str:
+    return f"{sha[:16]}-{precision}-v{ENCODER_VERSION}"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class OnnxEncoder:
+    """An exported encoder folder, loaded: ``encode(texts)`` -> L2-normalised float32 vectors."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.folder = Path(folder)
+        self.meta: dict[str, Any] = json.loads((self.folder / META_FILE).read_text(encoding="utf-8"))
+        self.id: str = self.meta["id"]
+        self.dim: int = int(self.meta["dim"])
+        self.max_length: int = int(self.meta["max_seq_length"])
+        self.tokenizer = Tokenizer.from_file(str(self.folder / TOKENIZER_FILE))
+        self.tokenizer.enable_truncation(self.max_length)
+        self.tokenizer.no_padding()  # batches are padded here, to their own longest text
+        self.session = self._session(ort, threads or cores())
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.output = self.session.get_outputs()[0].name
+
+    def _session(self, ort: Any, threads: int) -> Any:
+        """An ONNX Runtime session. Graph optimization takes ~0.2 s of every start, so the optimized graph is
+        saved beside the export (``model.ort-<version>.onnx``, for this onnxruntime version) the first time and
+        loaded as it is after that; the export itself is the fallback."""
+
+        def options(level: Any) -> Any:
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = level
+            opts.log_severity_level = 3  # errors only
+            return opts
+
+        providers = ["CPUExecutionProvider"]
+        optimized = self.folder / f"model.ort-{ort.__version__}.onnx"
+        if optimized.is_file():
+            try:
+                return ort.InferenceSession(str(optimized), options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+                                            providers=providers)
+            except Exception:  # noqa: BLE001 - unreadable or foreign: optimize the export again
+                pass
+        opts = options(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+        tmp = self.folder / f".{optimized.name}.{os.getpid()}"
+        if os.access(self.folder, os.W_OK):
+            opts.optimized_model_filepath = str(tmp)
+        session = ort.InferenceSession(str(self.folder / ONNX_FILE), opts, providers=providers)
+        if tmp.is_file():
+            try:
+                os.replace(tmp, optimized)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+        return session
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({self.id!r}, dim={self.dim})"
+
+    def encode(self, texts: Sequence[str], batch_size: int = BATCH_SIZE, max_batch_tokens: int = MAX_BATCH_TOKENS,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Embed ``texts`` (tokenized once, longest first, each batch padded to its own longest text)."""
+        n = len(texts)
+        out = np.zeros((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        # sentence-transformers strips each text before tokenizing; so must we, to give the same tokens
+        encodings = self.tokenizer.encode_batch([str(t).strip() for t in texts])
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n)
+        order = np.argsort(-lengths, kind="stable")
+        start = 0
+        while start < n:
+            longest = int(lengths[order[start]])
+            size = max(1, min(batch_size, max_batch_tokens // max(longest, 1)))
+            rows = order[start:start + size]
+            feed = self._feed([encodings[i] for i in rows], longest)
+            out[rows] = self.session.run([self.output], feed)[0]
+            start += len(rows)
+            if progress is not None:
+                progress(len(rows))
+        return out
+
+    def _feed(self, encodings: list[Any], width: int) -> dict[str, np.ndarray]:
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for r, e in enumerate(encodings):
+            m = len(e.ids)
+            ids[r, :m] = e.ids
+            mask[r, :m] = 1
+            types[r, :m] = e.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: arrays[name] for name in self.inputs}
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(folder: str, threads: int | None = None) -> OnnxEncoder:
+    return OnnxEncoder(folder, threads)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return (a * b).sum(axis=1)
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def export(model: str, dest: Path, sha: str, check_texts: Sequence[str] = (),
+           say: Callable[[str], None] | None = None) -> Path:
+    """Export sentence-transformers model ``model`` (a setting: ``default``, a folder) to ``dest``.
+
+    The graph is the model's own modules (transformer, pooling, any dense layers) followed by L2
+    normalisation, traced by ``torch.onnx.export(dynamo=False)`` with dynamic batch and sequence axes. It is
+    kept only if its vectors match sentence-transformers' (cosine >= MIN_COSINE) on SAMPLE_TEXTS plus
+    ``check_texts``; otherwise ModelError. Written to a temporary sibling and renamed into place."""
+    from rag.embeddings import load_embedder, model_label, resolve_model_path
+
+    started = time.perf_counter()
+    import torch
+
+    st = load_embedder(model)
+    tokenizer = getattr(st, "tokenizer", None)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ModelError(f"{model_label(model)} has no fast (tokenizers) tokenizer; it cannot run without torch")
+    prepare = getattr(st, "preprocess", None) or st.tokenize  # tokenize is deprecated (and says so) in v6
+    features = prepare(["a first sample text", "a second, longer sample text to pad the first one"])
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in features]
+    if "input_ids" not in names or "attention_mask" not in names:
+        raise ModelError(f"{model_label(model)} takes inputs {sorted(features)}; only BERT-like encoders are exported")
+
+    class Graph(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            vector = self.inner(dict(zip(names, inputs)))["sentence_embedding"]
+            return torch.nn.functional.normalize(vector, p=2.0, dim=1)
+
+    transformer = st[0].auto_model if hasattr(st[0], "auto_model") else None
+    if transformer is not None and hasattr(transformer, "set_attn_implementation"):
+        try:  # plain matmul attention: no SDPA-specific branches in the traced graph
+            transformer.set_attn_implementation("eager")
+        except Exception:  # noqa: BLE001 - keep whatever the model uses
+            pass
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.export-", dir=dest.parent))
+    try:
+        import warnings
+
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on constants; the result is checked below
+            torch.onnx.export(
+                Graph(st).eval(), tuple(features[n] for n in names), str(tmp / ONNX_FILE), dynamo=False,
+                input_names=names, output_names=["sentence_embedding"], opset_version=OPSET,
+                dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "sentence_embedding": {0: "batch"}},
+                do_constant_folding=True,
+            )
+        backend.save(str(tmp / TOKENIZER_FILE))
+        dim = int(st.get_sentence_embedding_dimension() if not hasattr(st, "get_embedding_dimension")
+                  else st.get_embedding_dimension())
+        meta = {
+            "id": dest.name, "format": ENCODER_VERSION, "runtime": "onnxruntime", "precision": "fp32",
+            "model": model, "label": model_label(model), "path": resolve_model_path(model), "model_sha256": sha,
+            "dim": dim, "max_seq_length": int(st.max_seq_length), "inputs": names, "normalized": True,
+            "opset": OPSET, "exported_with": {"torch": torch.__version__, "exporter": "torch.onnx.export(dynamo=False)"},
+        }
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        texts = list(SAMPLE_TEXTS) + [t for t in check_texts if t.strip()]
+        candidate = OnnxEncoder(tmp)
+        ours = candidate.encode(texts)
+        theirs = st.encode(texts, batch_size=BATCH_SIZE, convert_to_numpy=True, normalize_embeddings=True)
+        worst = float(_cosines(ours, np.asarray(theirs, dtype=np.float32)).min())
+        if worst < MIN_COSINE:
+            raise ModelError(f"the ONNX export of {model_label(model)} differs from sentence-transformers "
+                             f"(lowest cosine {worst:.6f} < {MIN_COSINE} on {len(texts)} texts)")
+        del candidate
+        meta.update(checked={"texts": len(texts), "min_cosine": round(worst, 7)}, onnx_sha256=_sha256_file(tmp / ONNX_FILE),
+                    export_seconds=round(time.perf_counter() - started, 1))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        try:
+            os.replace(tmp, dest)
+        except OSError:  # another process put the same export there first: keep theirs
+            if not (dest / META_FILE).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if say:
+        say(f"exported {model_label(model)} to ONNX in {time.perf_counter() - started:.1f}s "
+            f"(lowest cosine to sentence-transformers {worst:.6f} on {len(texts)} texts): {dest}")
+    return dest
+
+
+def _usable(folder: Path) -> bool:
+    return (folder / META_FILE).is_file() and (folder / ONNX_FILE).is_file() and (folder / TOKENIZER_FILE).is_file()
+
+
+def ensure_export(model: str, sha: str | None = None, check_texts: Sequence[str] = (),
+                  say: Callable[[str], None] | None = None, precision: str = "fp32") -> Path:
+    """The encoder folder for ``model`` (its files' sha256 ``sha``, computed when not given) at ``precision``,
+    exported (and quantized, for int8) first if it is not in :func:`encoders_dir` yet. ModelError when the
+    model cannot be exported."""
+    from rag.embeddings import resolve_model_path
+
+    if precision not in PRECISIONS:
+        raise ConfigError(f"embedding_precision={precision!r} is not allowed; use one of: {', '.join(PRECISIONS)}")
+    sha = sha or model_sha256(resolve_model_path(model))
+    if sha is None:
+        raise ModelError(f"{model!r} is not a local model folder; the ONNX encoder needs one")
+    folder = encoders_dir() / encoder_id(sha, precision)
+    if _usable(folder):
+        return folder
+    if precision == "int8":
+        return quantize(ensure_export(model, sha, check_texts, say), folder, say)
+    return export(model, folder, sha, check_texts, say)
+
+
+def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None) -> Path:
+    """An int8 copy of the fp32 export in ``source``: ONNX Runtime's dynamic quantization (int8 weights of
+    every MatMul, activations quantized per batch at run time). About 4x smaller and faster on CPU; its
+    vectors differ from fp32 (lowest cosine on the sample texts is recorded), so an index built with it is
+    queried with it too (the manifest says so)."""
+    started = time.perf_counter()
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:  # needs the onnx package
+        raise ModelError(f"int8 quantization needs the onnx package ({exc}); pip install onnx") from None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.quantize-", dir=dest.parent))
+    try:
+        import logging
+
+        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing advice
+        quantize_dynamic(str(source / ONNX_FILE), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8)
+        shutil.copy(source / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
+        meta = json.loads((source / META_FILE).read_text(encoding="utf-8"))
+        meta.update(id=dest.name, precision="int8", quantized_from=source.name)
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        texts = list(SAMPLE_TEXTS)
+        worst = float(_cosines(OnnxEncoder(tmp).encode(texts), OnnxEncoder(source).encode(texts)).min())
+        meta.update(checked={"texts": len(texts), "min_cosine_to_fp32": round(worst, 6)},
+                    onnx_sha256=_sha256_file(tmp / ONNX_FILE), export_seconds=round(time.perf_counter() - started, 1))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        try:
+            os.replace(tmp, dest)
+        except OSError:
+            if not (dest / META_FILE).is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if say:
+        say(f"quantized the ONNX encoder to int8 in {time.perf_counter() - started:.1f}s (lowest cosine to fp32 "
+            f"{worst:.4f}): {dest}")
+    return dest
+
+
+# ---------------------------------------------------------------------------------------------- build side
+
+
+def index_encoder(model: str, runtime: str, check_texts: Sequence[str] = (),
+                  say: Callable[[str], None] | None = None, precision: str = "fp32") -> tuple[Any, dict[str, Any]]:
+    """(encoder, manifest record) for building an index with ``model`` on ``runtime`` at ``precision``.
+
+    ``onnx``: the ONNX export (made now if needed; int8: quantized from it); when the model cannot be
+    exported, a one-line note and the torch encoder. ``torch``: sentence-transformers (fp32 only). The record
+    goes into the index manifest as ``embedding.encoder``; the query side follows it (:func:`query_encoder`)."""
+    from rag.embeddings import embed, resolve_model_path
+
+    _check_runtime(runtime)
+    path = resolve_model_path(model)
+    sha = model_sha256(path)
+    if runtime == "onnx":
+        try:
+            folder = ensure_export(model, sha, check_texts[:64], say, precision)
+            encoder = load_encoder(str(folder))
+            record = {"runtime": "onnxruntime", "id": encoder.id, "precision": precision, "model_sha256": sha,
+                      "dim": encoder.dim, "max_seq_length": encoder.max_length}
+            return encoder, record
+        except ModelError as exc:
+            if precision != "fp32":
+                raise
+            if say:
+                say(f"Note: embedding with sentence-transformers (torch) instead of ONNX Runtime: {exc}")
+    elif precision != "fp32":
+        raise ConfigError(f"embedding_precision={precision} needs embedding_runtime=onnx (torch embeds in fp32)")
+
+    class _Torch:
+        def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+            vectors = embed(list(texts), model)
+            if progress is not None:
+                progress(len(texts))
+            return vectors
+
+    record = {"runtime": "sentence-transformers", "id": encoder_id(sha) if sha else None, "precision": "fp32",
+              "model_sha256": sha}
+    return _Torch(), record
+
+
+def _check_runtime(runtime: str) -> None:
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"embedding_runtime={runtime!r} is not allowed; use one of: {', '.join(RUNTIMES)}")
+
+
+# ---------------------------------------------------------------------------------------------- query side
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def query_encoder(manifest: dict[str, Any], runtime: str, rebuild: str, say: Callable[[str], None] = _note) -> Any:
+    """The encoder whose query vectors match an index's, from its manifest (``embedding``).
+
+    * ``runtime="onnx"`` (default): the ONNX export recorded as ``embedding.encoder.id`` from
+      ``$SIEVE_HOME/encoders``, no torch involved. If it is not there (another machine, a cleared cache)
+      it is exported again from the installed model, once, after checking that the model's files are
+      the ones the index was built with (else IndexMismatch naming ``rebuild``).
+    * An index built before the manifest recorded its encoder: its model is exported on the first query
+      (one note on stderr) and the export is reused from then on.
+    * ``runtime="torch"``: sentence-transformers, after the same model check.
+    * An index whose encoder is of another precision than fp32 cannot be queried with torch: refused
+      with the fix.
+    """
+    from rag.embeddings import model_label, resolve_model_path
+
+    _check_runtime(runtime)
+    embedding = manifest.get("embedding", {})
+    model = embedding.get("model", "default")
+    recorded = embedding.get("encoder") or {}
+    built_sha = recorded.get("model_sha256")
+    label = model_label(model)
+
+    def same_model() -> str | None:
+        sha = model_sha256(resolve_model_path(model))
+        if built_sha and sha and sha != built_sha:
+            raise IndexMismatch(
+                f"the index was built with {label} files of sha256 {built_sha[:12]}, the installed ones have "
+                f"{sha[:12]} (the model changed), so query vectors would not match it. Rebuild it with: {rebuild}")
+        return sha
+
+    if runtime == "torch":
+        if recorded.get("precision", "fp32") != "fp32":
+            raise IndexMismatch(f"the index was built with the {recorded['precision']} ONNX encoder, whose vectors "
+                                f"differ from sentence-transformers'; query it with embedding_runtime=onnx (the default), "
+                                f"or rebuild it for torch with: SIEVE_EMBEDDING_RUNTIME=torch {rebuild}")
+        same_model()
+        return _TorchQuery(model)
+    precision = recorded.get("precision", "fp32")
+    if recorded.get("id"):
+        folder = encoders_dir() / recorded["id"]
+        if _usable(folder):
+            return load_encoder(str(folder))
+        say(f"Note: the ONNX encoder of this index is not in {encoders_dir()}; exporting {label} again, once")
+        sha = same_model()
+    else:  # an index from before the manifest recorded its encoder: the installed model's export
+        sha = same_model()
+        folder = encoders_dir() / encoder_id(sha) if sha else None
+        if folder is not None and _usable(folder):
+            return load_encoder(str(folder))
+        say(f"Note: this index was built before Sieve recorded its query encoder; exporting {label} to ONNX once "
+            f"(needs torch this one time; later queries load it from {encoders_dir()})")
+    try:
+        return load_encoder(str(ensure_export(model, sha, say=say, precision=precision)))
+    except ModelError as exc:
+        if precision != "fp32":
+            raise
+        say(f"Note: queries use sentence-transformers (torch): {exc}")
+        return _TorchQuery(model)
+
+
+class _TorchQuery:
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def encode(self, texts: Sequence[str], **_: Any) -> np.ndarray:
+        from rag.embeddings import embed
+
+        return embed(list(texts), self.model)

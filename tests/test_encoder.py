@@ -1,0 +1,237 @@
+"""The torch-free query path (rag.encoder): ONNX Runtime vectors equal sentence-transformers', the index
+manifest records its encoder and the query side follows it, and the commands that need no model never
+import torch.
+
+The ONNX export is made once per test session (in the session's SIEVE_HOME) by the first test that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag.errors import IndexMismatch
+from tests.retrieval_support import SHARED, copy_index, small_index
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "sentence_transformers", "transformers")
+
+# Runs the rag command line in a fresh interpreter and prints, last, which heavy modules it imported.
+PROBE = """
+import atexit, json, sys
+atexit.register(lambda: print("\\nMODULES " + json.dumps(sorted(m for m in {heavy!r} if m in sys.modules))))
+sys.argv = ["rag", *{args!r}]
+from rag.cli import main
+main()
+"""
+
+
+def run_rag(args: list[str], home: Path, **env: str) -> tuple[int, str, str, list[str]]:
+    environ = {**os.environ, "SIEVE_HOME": str(home), **env}
+    code = PROBE.format(heavy=HEAVY, args=[str(a) for a in args])
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          timeout=600)
+    out, _, tail = proc.stdout.rpartition("\nMODULES ")
+    return proc.returncode, out, proc.stderr, json.loads(tail) if tail.strip().startswith("[") else ["?"]
+
+
+def real_queries() -> list[str]:
+    """Questions and reference answers of the golden set and of the shared benchmarks (when present)."""
+    texts = []
+    for line in (ROOT / "golden" / "python_ref.jsonl").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        texts += [item["question"], item["reference_answer"]]
+    polygraph = SHARED / "polygraph" / "golden_dev.jsonl"
+    if polygraph.is_file():
+        for line in polygraph.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            texts += [item["question"], item.get("reference_answer") or ""]
+    for name in ("ground_truth.json", "ground_truth_hard.json", "ground_truth_heldout.json"):
+        path = SHARED / "aegis" / "questions" / name
+        if path.is_file():
+            texts += [t for rec in json.loads(path.read_text(encoding="utf-8")) for t in (rec["question"], rec["ground_truth"])]
+    return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["models", "--no-check"], ["artifacts"], ["search", "--help"]])
+def test_commands_that_need_no_model_never_import_torch(args: list[str], tmp_path: Path):
+    code, out, err, heavy = run_rag(args, tmp_path)
+    assert code == 0, err
+    assert heavy == [], f"rag {' '.join(args)} imported {heavy}"
+
+
+@pytest.mark.slow  # loads the smallest embedded model to check it
+def test_rag_models_with_its_check_never_imports_torch(tmp_path: Path):
+    code, out, err, heavy = run_rag(["models", "--set", "embedded_model=smollm2-135m"], tmp_path)
+    assert code == 0, err
+    assert heavy == [], f"rag models imported {heavy}"
+
+
+def test_onnx_query_vectors_match_sentence_transformers():
+    from rag.embeddings import embed
+    from rag.encoder import MIN_COSINE, ensure_export, load_encoder
+
+    texts = real_queries()
+    assert len(texts) >= 300 or not SHARED.is_dir(), len(texts)
+    encoder = load_encoder(str(ensure_export("default")))
+    ours = np.stack([encoder.encode([t])[0] for t in texts])  # one at a time, as rag search does
+    theirs = embed(texts)
+    cosines = (ours * theirs).sum(axis=1)
+    worst = int(np.argmin(cosines))
+    assert cosines.min() >= MIN_COSINE, (cosines.min(), texts[worst])
+    batched = encoder.encode(texts)  # length-sorted batches give the same vectors as one at a time
+    assert np.abs(batched - ours).max() < 1e-5
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_manifest_records_the_encoder_and_search_runs_without_torch():
+    index = small_index()
+    record = index.manifest["embedding"]["encoder"]
+    assert record["runtime"] == "onnxruntime" and record["precision"] == "fp32"
+    assert len(record["model_sha256"]) == 64 and record["id"].startswith(record["model_sha256"][:16])
+    home = Path(os.environ["SIEVE_HOME"])
+    assert (home / "encoders" / record["id"] / "model.onnx").is_file()
+    from rag.retrieve import Retriever
+
+    expected = [h.chunk_id for h in Retriever(index, mode="hybrid", top_k=3).search("what does assert do")]
+    for mode in ("bm25", "dense", "hybrid"):
+        code, out, err, heavy = run_rag(["search", "what does assert do", "--index-dir", index.dir, "--mode", mode,
+                                         "--k", "3", "--json"], home)
+        assert code == 0, err
+        assert heavy == [], f"rag search --mode {mode} imported {heavy}"
+        if mode == "hybrid":
+            assert [h["chunk_id"] for h in json.loads(out)] == expected
+
+
+def test_torch_runtime_gives_the_same_hits(tmp_path: Path):
+    from rag.config import Settings
+    from rag.index import Index
+    from rag.retrieve import Retriever
+
+    root = copy_index(tmp_path / "idx")
+    onnx = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
+    st = Retriever(Index.load(root, Settings(index_dir=root, embedding_runtime="torch")), mode="dense", top_k=4)
+    assert type(st.index.query_encoder).__name__ == "_TorchQuery"
+    for q in ("what does assert do", "how do I leave a loop early", "import a module from a package"):
+        assert [h.chunk_id for h in onnx.search(q)] == [h.chunk_id for h in st.search(q)]
+
+
+def _edit_manifest(root: Path, change) -> None:
+    path = root / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    change(manifest)
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    import rag.encoder as enc
+    from rag.config import Settings
+    from rag.index import Index
+    from rag.retrieve import Retriever
+
+    root = copy_index(tmp_path / "old")
+    _edit_manifest(root, lambda m: m["embedding"].pop("encoder"))
+    new = Retriever(small_index(), mode="dense", top_k=4)
+    expected = [h.chunk_id for h in new.search("what does pass do")]
+
+    # the model's export is cached already: used at once, nothing said
+    old = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
+    assert [h.chunk_id for h in old.search("what does pass do")] == expected
+    assert type(old.index.query_encoder).__name__ == "OnnxEncoder"
+    assert "Note:" not in capsys.readouterr().err
+
+    # no export yet (another machine): made on the first dense query, with one note, then reused
+    cached = enc.ensure_export("default")
+    made = []
+
+    def fake_export(model, dest, sha, check_texts=(), say=None):  # a copy stands in for the real export
+        made.append(dest)
+        shutil.copytree(cached, dest)
+        return dest
+
+    monkeypatch.setattr(enc, "encoders_dir", lambda: tmp_path / "empty-home" / "encoders")
+    monkeypatch.setattr(enc, "export", fake_export)
+    enc.load_encoder.cache_clear()
+    old = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
+    assert [h.chunk_id for h in old.search("what does pass do")] == expected
+    err = capsys.readouterr().err
+    assert err.count("Note: this index was built before Sieve recorded its query encoder; exporting") == 1, err
+    again = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
+    again.search("what does pass do")
+    assert len(made) == 1 and "Note:" not in capsys.readouterr().err
+
+
+def test_a_changed_model_is_refused_with_the_fix(tmp_path: Path):
+    from rag.config import Settings
+    from rag.index import Index
+    from rag.retrieve import Retriever
+
+    root = copy_index(tmp_path / "changed")
+
+    def other_model(m):  # as if the index had been built with other model files, whose export is not cached
+        m["embedding"]["encoder"].update(model_sha256="0" * 64, id="0" * 16 + "-fp32-v1")
+
+    _edit_manifest(root, other_model)
+    retriever = Retriever(Index.load(root, Settings(index_dir=root)), mode="hybrid")
+    with pytest.raises(IndexMismatch, match=r"the model changed.*Rebuild it with: rag index .*--index-dir"):
+        retriever.search("what does assert do")
+    assert [h.rank for h in retriever.search("what does assert do", mode="bm25")]  # bm25 needs no encoder
+    torch_side = Retriever(Index.load(root, Settings(index_dir=root, embedding_runtime="torch")), mode="dense")
+    with pytest.raises(IndexMismatch, match="the model changed"):
+        torch_side.search("what does assert do")
+
+
+def test_an_int8_index_is_not_queried_with_torch(tmp_path: Path):
+    from rag.config import Settings
+    from rag.index import Index
+    from rag.retrieve import Retriever
+
+    root = copy_index(tmp_path / "int8")
+    _edit_manifest(root, lambda m: m["embedding"]["encoder"].update(precision="int8"))
+    retriever = Retriever(Index.load(root, Settings(index_dir=root, embedding_runtime="torch")), mode="dense")
+    with pytest.raises(IndexMismatch, match=r"int8 ONNX encoder.*embedding_runtime=onnx.*SIEVE_EMBEDDING_RUNTIME=torch rag index"):
+        retriever.search("what does assert do")
+
+
+def test_unknown_runtime_is_a_config_error():
+    from rag.config import load_settings
+    from rag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="embedding_runtime='tf' is not allowed; use one of: onnx, torch"):
+        load_settings({"embedding_runtime": "tf"})
+
+
+def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
+    import rag.encoder as enc
+
+    first = enc.ensure_export("default")
+    meta = json.loads((first / enc.META_FILE).read_text(encoding="utf-8"))
+    assert meta["checked"]["min_cosine"] >= enc.MIN_COSINE and meta["dim"] == 384 and meta["max_seq_length"] == 256
+    monkeypatch.setattr(enc, "export", lambda *a, **k: pytest.fail("exported twice"))
+    assert enc.ensure_export("default") == first
+
+
+def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path: Path):
+    from rag.index import build_index
+    from rag.retrieve import Retriever
+    from tests.retrieval_support import settings, small_chunks
+
+    root = copy_index(tmp_path / "i8")  # an fp32 index in place: its vectors must not be reused at int8
+    s = settings(index_dir=root, embedding_precision="int8")
+    index = build_index(list(small_chunks()), root, s, show_progress=False)
+    record = index.manifest["embedding"]["encoder"]
+    assert record["precision"] == "int8" and record["id"].endswith("-int8-v1")
+    assert index.manifest["counts"]["embeddings_reused"] == 0
+    assert index.query_encoder.id == record["id"]  # queries use the index's own int8 encoder
+    cosines = (np.asarray(index.embeddings) * np.asarray(small_index().embeddings)).sum(axis=1)
+    assert 0.8 < cosines.min() < 0.99999  # close to fp32, not equal
+    hits = Retriever(index, mode="dense", top_k=3).search("what does the assert statement do")
+    assert any(h.chunk_id.startswith("assert") for h in hits), [h.chunk_id for h in hits]
