@@ -130,6 +130,11 @@ class Settings:
 _FIELDS = {f.name: f for f in fields(Settings)}
 
 
+def setting_defaults() -> dict[str, Any]:
+    """Every setting at its default, as ``Settings.to_dict`` writes it (paths as strings)."""
+    return Settings().to_dict()
+
+
 def _coerce(name: str, value: Any) -> Any:
     """Turn a string from env/CLI/TOML into the field's type, with an error naming the field."""
     if name not in _FIELDS:

@@ -59,7 +59,7 @@ def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
     if path.is_file():
         old = read_run_json(out_dir)
         for key in ("config_name", "golden_hash", "config"):
-            if old.get(key) != meta.get(key):
+            if not _same(key, old.get(key), meta.get(key)):
                 raise InputError(
                     f"{out_dir} holds a run with a different {key} ({_diff(old.get(key), meta.get(key))}); "
                     f"resume only continues the same config and golden file. Use --out NEW_DIR, or delete {out_dir}")
@@ -87,6 +87,18 @@ def read_run_json(out_dir: Path) -> dict[str, Any]:
         raise InputError(f"{path} is damaged ({why}); the finished items in {RESULTS} are intact. To resume, delete "
                          f"{path.name} and run the same command again, or use --out NEW_DIR") from None
     return data
+
+
+def _same(key: str, old: Any, new: Any) -> bool:
+    """Whether a run.json value matches; a setting added by a later version counts as the same when the
+    new run has it at its default, since the old run could only have used that behaviour."""
+    if key != "config" or not isinstance(old, dict) or not isinstance(new, dict):
+        return old == new
+    from rag.config import setting_defaults
+
+    defaults = setting_defaults()
+    added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    return old == {k: v for k, v in new.items() if k not in added}
 
 
 def _diff(old: Any, new: Any) -> str:

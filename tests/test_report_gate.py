@@ -236,3 +236,18 @@ def test_eval_help_shows_its_defaults():
     for text in ("Golden set JSONL (default: golden/python_ref.jsonl).", "Index folder (default: $SIEVE_HOME/index).",
                  "Cut-off k (default: top_k = 4).", "a sample stratified by question type", "--repeat"):
         assert text in res.stdout, text
+
+
+def test_a_setting_added_by_a_later_version_resumes_only_at_its_default(tmp_path):
+    """A run made before a setting existed resumes when the new run has that setting at its default
+    (the old run could only have behaved that way), and is refused when it differs."""
+    from rag.config import setting_defaults
+
+    old = {"top_k": 4, "embedding_runtime": "onnx"}
+    open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": old})
+    at_default = {**old, "embedding_precision": setting_defaults()["embedding_precision"]}
+    open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": at_default})  # no error
+    with pytest.raises(InputError, match="different config"):
+        open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {**old, "embedding_precision": "int8"}})
+    with pytest.raises(InputError, match="different config"):  # a key the old run had is never dropped silently
+        open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
