@@ -97,10 +97,12 @@ def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str
     return out
 
 
-def human_outcomes(records: Iterable[Mapping[str, Any]],
-                   labels: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], bool | None]:
+def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]],
+                   grounded: bool = False) -> dict[tuple[str, str], bool | None]:
     """(config, item id) -> right by the human labels, for items that should be answered: a refusal or an error
-    is wrong, an answer is what its label says, None when the answer has no label."""
+    is wrong, an answer is what its label says, None when the answer has no label. ``grounded``: right only when
+    the label also says faithful (the cited passages support it), so an answer from the model's own knowledge
+    with unrelated citations does not count."""
     by_key = {_key(lab): lab for lab in labels}
     out: dict[tuple[str, str], bool | None] = {}
     for r in records:
@@ -110,16 +112,18 @@ def human_outcomes(records: Iterable[Mapping[str, Any]],
         right: bool | None = False
         if r.get("status") == "ok" and pred and not pred.get("refused"):
             lab = by_key.get((str(r["id"]), " ".join(str(pred.get("answer") or "").split())))
-            right = None if lab is None else bool(lab["correct"])
+            right = None if lab is None else bool(lab["correct"]) and (bool(lab["faithful"]) or not grounded)
         out[(str(r.get("config", "")), str(r["id"]))] = right
     return out
 
 
-def human_paired(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each pair of configs on the items both have (labelled): right counts and an exact McNemar test."""
+def human_paired(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]],
+                 grounded: bool = False) -> list[dict[str, Any]]:
+    """Each pair of configs on the items both have (labelled): right counts and an exact McNemar test
+    (``grounded``: right and faithful, as in :func:`human_outcomes`)."""
     from rag.stats import mcnemar
 
-    outcomes = human_outcomes(records, labels)
+    outcomes = human_outcomes(records, labels, grounded)
     configs = sorted({c for c, _ in outcomes})
     out = []
     for i, a in enumerate(configs):
@@ -133,14 +137,16 @@ def human_paired(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[
     return out
 
 
-def human_accuracy(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def human_accuracy(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]],
+                   grounded: bool = False) -> dict[str, Any]:
     """End-to-end accuracy by the human labels, per run config: of the items that should be answered, the share
     answered AND labelled correct (a refusal or an error counts as wrong, as in the harness's own e2e accuracy).
-    Answers without a label are left out of n and counted in ``unlabelled``; the interval is Wilson's."""
+    Answers without a label are left out of n and counted in ``unlabelled``; the interval is Wilson's.
+    ``grounded``: right only when also faithful to the cited passages."""
     from rag.stats import wilson
 
     out: dict[str, Any] = {}
-    for (config, _), right in human_outcomes(records, labels).items():
+    for (config, _), right in human_outcomes(records, labels, grounded).items():
         row = out.setdefault(config, {"correct": 0, "n": 0, "unlabelled": 0})
         if right is None:
             row["unlabelled"] += 1

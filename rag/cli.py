@@ -502,6 +502,8 @@ def calibrate(
     result = agreement(records, stored)
     result["human_e2e"] = human_accuracy(records, stored)
     result["human_paired"] = human_paired(records, stored)
+    result["human_e2e_grounded"] = human_accuracy(records, stored, grounded=True)
+    result["human_paired_grounded"] = human_paired(records, stored, grounded=True)
     if json_out:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -511,15 +513,16 @@ def calibrate(
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
         kappa = "— (undefined: one label only)" if r["kappa"] is None else f"{r['kappa']:.3f}"
         typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {kappa}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
-    for config, r in sorted(result["human_e2e"].items()):
-        acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%} [{r['interval'][0]:.1%}, {r['interval'][1]:.1%}]"
-        missing = f"; {r['unlabelled']} answer(s) unlabelled, left out" if r["unlabelled"] else ""
-        typer.echo(f"{config or 'run'}: end-to-end accuracy by human labels {acc}, {r['correct']} of n={r['n']} items "
-                   f"that should be answered (refusals and errors count as wrong{missing})")
-    for pair in result["human_paired"]:
-        typer.echo(f"{pair['a']} vs {pair['b']} on the same {pair['n']} items: {pair['a_right']} vs {pair['b_right']} "
-                   f"right by human labels; right in one only: {pair['only_a']} vs {pair['only_b']}, "
-                   f"exact McNemar p={pair['p']:.3g}")
+    for suffix, right in (("", "right"), ("_grounded", "right and faithful to its citations")):
+        for config, r in sorted(result["human_e2e" + suffix].items()):
+            acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%} [{r['interval'][0]:.1%}, {r['interval'][1]:.1%}]"
+            missing = f"; {r['unlabelled']} answer(s) unlabelled, left out" if r["unlabelled"] else ""
+            typer.echo(f"{config or 'run'}: {right} by human labels {acc}, {r['correct']} of n={r['n']} items "
+                       f"that should be answered (refusals and errors count as wrong{missing})")
+        for pair in result["human_paired" + suffix]:
+            typer.echo(f"{pair['a']} vs {pair['b']} on the same {pair['n']} items: {pair['a_right']} vs "
+                       f"{pair['b_right']} {right}; in one only: {pair['only_a']} vs {pair['only_b']}, "
+                       f"exact McNemar p={pair['p']:.3g}")
 
 
 @app.command()

@@ -113,3 +113,21 @@ def test_human_paired_compares_configs_on_their_common_labelled_items():
     # common labelled items: a1 (full right, baseline wrong) and a2 (full refused: wrong; baseline right)
     assert (pair["a"], pair["b"], pair["n"]) == ("baseline", "full", 2)
     assert (pair["a_right"], pair["b_right"], pair["only_a"], pair["only_b"]) == (1, 1, 1, 1) and pair["p"] == 1.0
+
+
+def test_grounded_outcomes_count_a_right_answer_its_citations_do_not_support_as_wrong():
+    from rag.calibrate import human_accuracy, human_paired
+
+    def rec(iid, config, answer):
+        return {"id": iid, "config": config, "status": "ok", "should_refuse": False,
+                "prediction": {"refused": False, "answer": answer}}
+
+    records = [rec("a1", "full", "x"), rec("a2", "full", "x"), rec("a1", "baseline", "y"), rec("a2", "baseline", "y")]
+    labels = [{"id": "a1", "answer": "x", "correct": True, "faithful": True},
+              {"id": "a2", "answer": "x", "correct": False, "faithful": False},
+              {"id": "a1", "answer": "y", "correct": True, "faithful": False},  # right from the model's own knowledge
+              {"id": "a2", "answer": "y", "correct": True, "faithful": True}]
+    assert human_accuracy(records, labels)["baseline"]["correct"] == 2
+    assert human_accuracy(records, labels, grounded=True)["baseline"]["correct"] == 1
+    (pair,) = human_paired(records, labels, grounded=True)
+    assert (pair["a_right"], pair["b_right"], pair["only_a"], pair["only_b"]) == (1, 1, 1, 1)
