@@ -195,18 +195,23 @@ class OnnxEncoder:
         # sentence-transformers strips each text before tokenizing; so must we, to give the same tokens
         encodings = self.tokenizer.encode_batch([str(t).strip() for t in texts])
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n)
-        order = np.argsort(-lengths, kind="stable")
-        start = 0
-        while start < n:
-            longest = int(lengths[order[start]])
-            size = max(1, min(batch_size, max_batch_tokens // max(longest, 1)))
-            rows = order[start:start + size]
-            feed = self._feed([encodings[i] for i in rows], longest)
+        for rows in _plan(lengths, batch_size, max_batch_tokens):
+            feed = self._feed([encodings[i] for i in rows], int(lengths[rows[0]]))
             out[rows] = self.session.run([self.output], feed)[0]
-            start += len(rows)
             if progress is not None:
                 progress(len(rows))
         return out
+
+    def batches(self, texts: Sequence[str], batch_size: int = BATCH_SIZE,
+                max_batch_tokens: int = MAX_BATCH_TOKENS) -> list[np.ndarray]:
+        """The row numbers of each batch :meth:`encode` embeds ``texts`` in, in order. A run of whole batches
+        from this plan, given to ``encode`` in plan order, is batched the same way again (rag.distributed.embed
+        relies on it: each batch's vectors depend on which texts share its padding)."""
+        if len(texts) == 0:
+            return []
+        encodings = self.tokenizer.encode_batch([str(t).strip() for t in texts])
+        return _plan(np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts)),
+                     batch_size, max_batch_tokens)
 
     def _feed(self, encodings: list[Any], width: int) -> dict[str, np.ndarray]:
         ids = np.zeros((len(encodings), width), dtype=np.int64)
@@ -219,6 +224,18 @@ class OnnxEncoder:
             types[r, :m] = e.type_ids
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         return {name: arrays[name] for name in self.inputs}
+
+
+def _plan(lengths: np.ndarray, batch_size: int, max_batch_tokens: int) -> list[np.ndarray]:
+    """Rows longest first (ties in row order), cut greedily into batches of at most ``batch_size`` texts and
+    ``max_batch_tokens`` padded tokens."""
+    order = np.argsort(-lengths, kind="stable")
+    out, start = [], 0
+    while start < len(order):
+        size = max(1, min(batch_size, max_batch_tokens // max(int(lengths[order[start]]), 1)))
+        out.append(order[start:start + size])
+        start += size
+    return out
 
 
 @functools.lru_cache(maxsize=4)

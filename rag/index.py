@@ -274,7 +274,9 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
     unchanged since the previous build in ``index_dir`` (same model) are reused, not recomputed.
     Before any embedding: the chunks are checked, ``index_dir`` must be absent, empty or a Sieve index
     (rag.index_dir), and no other build may be writing it. ``embedder(texts)`` replaces the in-process
-    embedding (``rag.distributed.embed`` embeds on Ray workers); it must return what ``rag.embeddings.embed`` would.
+    embedding; one with ``uses_index_encoder = True`` (``rag.distributed.embed``, on Ray workers) is called as
+    ``embedder(texts, encoder=, record=)`` with the encoder a local build uses, and must return what
+    ``encoder.encode(texts)`` would; the manifest records that encoder, as for a local build.
     """
     settings = settings or Settings()
     root = Path(index_dir if index_dir is not None else settings.index_dir).expanduser()
@@ -322,13 +324,16 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     timings: dict[str, float] = {}
 
     # the encoder: ONNX Runtime over the model's export (made once per model), or sentence-transformers
+    # (also for an embedder that ``uses_index_encoder``, rag.distributed.embed: the export is made here, once,
+    # before any worker starts, and the workers embed with exactly this encoder)
     t = time.perf_counter()
-    if embedder is None:
+    own_encoder = embedder is None or getattr(embedder, "uses_index_encoder", False)
+    if own_encoder:
         say = (lambda message: print(message, file=sys.stderr)) if show_progress else None
         encoder, encoder_record = index_encoder(settings.embedding_model, settings.embedding_runtime, texts[:64], say,
                                                 settings.embedding_precision)
         dim = int(encoder_record.get("dim") or embedding_dim(settings.embedding_model))
-    else:  # rag.distributed: sentence-transformers on workers
+    else:  # a plain ``embedder(texts)`` (benchmarks: given vectors): recorded as sentence-transformers
         sha = model_sha256(model_path)
         encoder_record = {"runtime": "sentence-transformers", "id": encoder_id(sha) if sha else None,
                           "precision": "fp32", "model_sha256": sha}
@@ -350,7 +355,12 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     t = time.perf_counter()
     if todo:
         batch = [texts[i] for i in todo]
-        vectors[todo] = embedder(batch) if embedder else _encode(encoder, batch, show_progress)
+        if embedder is None:
+            vectors[todo] = _encode(encoder, batch, show_progress)
+        elif own_encoder:
+            vectors[todo] = embedder(batch, encoder=encoder, record=encoder_record)
+        else:
+            vectors[todo] = embedder(batch)
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))

@@ -71,3 +71,26 @@ def test_ray_flags_misused_are_one_line_errors(args, message):
     assert result.exit_code != 0
     text = (result.stderr if hasattr(result, "stderr") else "") + str(result.exception or "") + result.output
     assert message in text
+
+
+def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
+    """What ``rag index --ray`` relies on: the ONNX encoder's batch plan, cut into runs of whole batches, each run
+    embedded by a worker (its own encoder instance, one thread), gives exactly the vectors of one local
+    ``encode`` over the whole list (same padded batches), and the worker loads the encoder the record names."""
+    import numpy as np
+
+    from rag.distributed.embed import EmbedWorker, onnx_shards
+    from rag.encoder import BATCH_SIZE, index_encoder
+
+    encoder, record = index_encoder("default", "onnx")
+    words = "the with statement wraps a block in a context manager whose exit method always runs".split()
+    texts = [" ".join(words[(i * 7) % len(words):] + words * (i % 23)) for i in range(150)]  # lengths vary, some tie
+    whole = encoder.encode(texts)
+    plan = encoder.batches(texts)
+    assert len(plan) == -(-len(texts) // BATCH_SIZE)  # MiniLM truncates at 256 tokens: full batches of 32
+    parts = onnx_shards(encoder, texts, 2)
+    assert sorted(i for p in parts for i in p) == list(range(len(texts))) and len(parts) == -(-len(plan) // 2)
+    worker = EmbedWorker("default", record, threads=1)
+    assert worker.ready()[1] == record["id"]
+    for rows in parts:
+        assert np.array_equal(worker.embed([texts[i] for i in rows]), whole[rows])
