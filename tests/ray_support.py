@@ -100,3 +100,18 @@ class Caller:
             except Exception as exc:  # noqa: BLE001 - reported to the test, which names what it expects
                 out.append(type(exc).__name__)
         return out
+
+
+@dataclass
+class LoopbackProgram:
+    """``rag eval``'s own program for ``settings`` (rag.distributed.eval.SettingsProgram) on a worker, with a
+    placeholder Groq key (the settings point every hosted role at a loopback server)."""
+
+    settings: object
+    use_artifact: bool = False
+
+    def __call__(self):
+        from rag.distributed.eval import SettingsProgram
+
+        os.environ.setdefault("GROQ_API_KEY", "loopback-not-a-key")
+        return SettingsProgram(self.settings, self.use_artifact)()

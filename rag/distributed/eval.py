@@ -14,6 +14,12 @@ Faults:
 - an error inside an item is recorded in its record, as locally; a run-stopping one (``is_fatal``: a spent
   quota, auth, Ctrl-C) stops handing out items, lets the running ones finish and are written, and is raised;
 - Ctrl-C on the driver kills the workers; what finished is on disk, and the same command resumes.
+
+Usage ledger: a worker keeps its hosted-model calls' ledger rows in memory (``rag.lm.ledger.capture``) and
+returns them with each item's record (or, after an error inside an item, when the driver asks); the driver
+alone writes them to its ledger (``$SIEVE_HOME/usage.sqlite``), so every worker's calls are counted there once,
+on one machine or many. The rows of an item whose worker died under it, or that was running when the driver
+was interrupted, go with that worker (the calls were made; they are not in the ledger).
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ class EvalWorker:
     """One item at a time: ``run(item)`` -> its results.jsonl record. Made a Ray actor by :class:`RayRunner`."""
 
     def __init__(self, build: Build, ctx_args: dict[str, Any], limiter: Any = None):
+        from rag.lm.ledger import capture
+
+        capture()  # ledger rows go back to the driver with each item (see the module's docstring)
         if limiter is not None:
             from rag.distributed.limiter import use_cluster_limiter
 
@@ -53,14 +62,25 @@ class EvalWorker:
         return os.getpid()
 
     def run(self, item: Any) -> dict[str, Any]:
+        """``{"record": its results.jsonl record, "usage": the ledger rows of the calls made since the last
+        hand-over}``."""
+        from rag.lm.ledger import take_captured
+
         try:
-            return run_item(item, self.agent, **self.ctx)
+            record = run_item(item, self.agent, **self.ctx)
+            return {"record": record, "usage": take_captured()}
         except QuotaExhausted as exc:  # spent for the whole organisation: stop every worker before its next call
             if self.limiter is not None:
                 from rag.distributed.limiter import stop_all
 
                 stop_all(self.limiter, str(exc))
             raise
+
+    def usage(self) -> list[tuple]:
+        """The ledger rows not handed over yet (after an item raised)."""
+        from rag.lm.ledger import take_captured
+
+        return take_captured()
 
 
 @dataclass
@@ -95,13 +115,32 @@ class RayRunner:
 
     def __init__(self, build: Build, *, workers: int, cpus_per_worker: float = 1.0, limiter: Any = None,
                  max_item_attempts: int = MAX_ITEM_ATTEMPTS, max_replacements: int = MAX_REPLACEMENTS,
-                 show_progress: bool = True):
+                 show_progress: bool = True, ledger: Any = None):
         self.build, self.workers, self.cpus, self.limiter = build, workers, cpus_per_worker, limiter
+        self.ledger = ledger  # where the workers' usage rows go (rag.lm.ledger.Ledger; default: this machine's)
+        self.usage_rows = 0  # rows written for the workers (tests)
         self.max_item_attempts, self.max_replacements = max_item_attempts, max_replacements
         self.show_progress = show_progress
         self.pids: dict[Any, int] = {}  # actor -> worker process id (tests kill one)
         self.died: list[str] = []  # item ids whose worker died, in order
         self.timing: dict[str, float] = {}  # start_s: workers ready; run_s: items, once they were
+
+    def _record_usage(self, rows: list[Any]) -> None:
+        if rows:
+            from rag.lm.ledger import Ledger
+
+            self.ledger = self.ledger or Ledger()
+            self.ledger.write_rows(rows)
+            self.usage_rows += len(rows)
+
+    def _drain_usage(self, actor: Any) -> None:
+        """The rows of an item that raised, from its (idle) worker; best effort."""
+        import ray
+
+        try:
+            self._record_usage(ray.get(actor.usage.remote(), timeout=30))
+        except Exception:  # noqa: BLE001 - a worker that cannot answer keeps them
+            pass
 
     def _spawn(self, ctx_args: dict[str, Any]) -> Any:
         import ray
@@ -190,9 +229,12 @@ class RayRunner:
                     continue
                 except Exception as exc:  # noqa: BLE001 - raised inside the item: fatal errors and bugs stop the run
                     failure = failure or (_cause(exc) if is_fatal(exc) or isinstance(_cause(exc), SieveError) else exc)
+                    self._drain_usage(actor)
                     idle.append(actor)
                     continue
                 idle.append(actor)
+                self._record_usage(record["usage"])  # the calls were made: counted even if the item was written
+                record = record["record"]
                 if record["id"] not in written:
                     written.add(record["id"])
                     finish(record)

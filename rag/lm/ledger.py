@@ -3,12 +3,17 @@
 Every attempt is one row: model, tokens in/out, cost at list price, latency, outcome.
 ``rag usage`` prints the per-day, per-model totals. Rows are committed one by one, so the
 ledger stays whole when a run stops (a spent quota, Ctrl-C).
+
+A process may :func:`capture` its rows instead (a Ray eval worker, ``rag.distributed.eval``): they are kept in
+memory, handed over by :func:`take_captured`, and written by the process that owns the ledger (the driver) with
+:meth:`Ledger.write_rows`, so every call is in the driver's ledger once, whichever machine made it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -42,6 +47,30 @@ class DayUsage:
     cost_usd: float
 
 
+Row = tuple  # (ts, day, model, status, input_tokens, output_tokens, cost_usd, latency_s): one ``calls`` row
+
+_captured: list[Row] | None = None  # set by capture(): this process keeps its rows for another to write
+_captured_lock = threading.Lock()
+
+
+def capture() -> None:
+    """From now on, every ``Ledger.record`` in this process keeps its row in memory instead of writing it."""
+    global _captured
+    with _captured_lock:
+        if _captured is None:
+            _captured = []
+
+
+def take_captured() -> list[Row]:
+    """The rows captured since the last call (and forgets them); [] when this process does not capture."""
+    global _captured
+    with _captured_lock:
+        if not _captured:
+            return []
+        rows, _captured = _captured, []
+    return rows
+
+
 def default_ledger_path() -> Path:
     return sieve_home() / "usage.sqlite"
 
@@ -63,11 +92,19 @@ class Ledger:
         """Append one attempt (``status``: ok, rate_limited, server_error, timeout, quota_exhausted, error)."""
         now = time.time()
         day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date().isoformat()
+        row = (now, day, model, status, int(input_tokens or 0), int(output_tokens or 0), cost_usd, latency_s)
+        with _captured_lock:
+            if _captured is not None:
+                _captured.append(row)
+                return
+        self.write_rows([row])
+
+    def write_rows(self, rows: list[Row]) -> None:
+        """Append rows recorded elsewhere (``take_captured`` in a worker), as they were, in one transaction."""
+        if not rows:
+            return
         with closing(self._connect()) as conn, conn:
-            conn.execute(
-                "INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (now, day, model, status, int(input_tokens or 0), int(output_tokens or 0), cost_usd, latency_s),
-            )
+            conn.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [tuple(r) for r in rows])
 
     def daily(self, days: int = 7) -> list[DayUsage]:
         """Totals per UTC day and model for the last ``days`` days, newest first."""
