@@ -94,3 +94,22 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
     assert worker.ready()[1] == record["id"]
     for rows in parts:
         assert np.array_equal(worker.embed([texts[i] for i in rows]), whole[rows])
+
+
+def test_a_capturing_process_hands_its_ledger_rows_to_the_one_that_writes_them(tmp_path, monkeypatch):
+    """What a Ray eval worker does: its calls' rows stay in memory until taken, and the driver writes them as they
+    were (day, model, tokens), once."""
+    from rag.lm import ledger as L
+
+    monkeypatch.setattr(L, "_captured", None)
+    worker_side = L.Ledger(tmp_path / "worker.sqlite")
+    L.capture()
+    worker_side.record(model="m", status="ok", input_tokens=10, output_tokens=2, cost_usd=0.001, latency_s=0.1)
+    worker_side.record(model="m", status="rate_limited", latency_s=0.2)
+    assert not (tmp_path / "worker.sqlite").exists()  # nothing written where the calls were made
+    rows = L.take_captured()
+    assert len(rows) == 2 and L.take_captured() == []  # handed over once
+    driver = L.Ledger(tmp_path / "driver.sqlite")
+    driver.write_rows(rows)
+    (day,) = driver.daily()
+    assert (day.model, day.calls, day.failed, day.input_tokens, day.output_tokens) == ("m", 1, 1, 10, 2)
