@@ -151,8 +151,10 @@ class OnnxEncoder:
 
     def _session(self, ort: Any, threads: int) -> Any:
         """An ONNX Runtime session. Graph optimization takes ~0.2 s of every start, so the optimized graph is
-        saved beside the export (``model.ort-<version>.onnx``, for this onnxruntime version) the first time and
-        loaded as it is after that; the export itself is the fallback."""
+        saved beside the export (``ort-<version>/``, for this onnxruntime version) the first time and loaded as it
+        is after that; the export itself is the fallback. The saved graph keeps its weights in a file of their own
+        (``model.onnx.data``), which ONNX Runtime maps into memory instead of parsing and copying them: ~0.2 s
+        less CPU and ~70 MB less memory per start than a graph with the weights inside."""
 
         def options(level: Any) -> Any:
             opts = ort.SessionOptions()
@@ -163,23 +165,31 @@ class OnnxEncoder:
             return opts
 
         providers = ["CPUExecutionProvider"]
-        optimized = self.folder / f"model.ort-{ort.__version__}.onnx"
-        if optimized.is_file():
+        optimized = self.folder / f"ort-{ort.__version__}"
+        if (optimized / ONNX_FILE).is_file():
             try:
-                return ort.InferenceSession(str(optimized), options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
-                                            providers=providers)
+                return ort.InferenceSession(str(optimized / ONNX_FILE),
+                                            options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL), providers=providers)
             except Exception:  # noqa: BLE001 - unreadable or foreign: optimize the export again
                 pass
         opts = options(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
         tmp = self.folder / f".{optimized.name}.{os.getpid()}"
         if os.access(self.folder, os.W_OK):
-            opts.optimized_model_filepath = str(tmp)
-        session = ort.InferenceSession(str(self.folder / ONNX_FILE), opts, providers=providers)
-        if tmp.is_file():
-            try:
-                os.replace(tmp, optimized)
-            except OSError:
-                tmp.unlink(missing_ok=True)
+            tmp.mkdir(exist_ok=True)
+            opts.optimized_model_filepath = str(tmp / ONNX_FILE)
+            opts.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                          f"{ONNX_FILE}.data")  # beside the graph, named relative to it
+            opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        try:
+            session = ort.InferenceSession(str(self.folder / ONNX_FILE), opts, providers=providers)
+            if (tmp / ONNX_FILE).is_file():
+                os.replace(tmp, optimized)  # whole, or not at all (another process may have saved it first)
+                for old in self.folder.glob("model.ort-*.onnx"):  # the graph with weights inside, of earlier Sieves
+                    old.unlink()
+        except OSError:
+            pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         return session
 
     def __repr__(self) -> str:
