@@ -69,7 +69,8 @@ def test_corrupt_or_missing_files_are_a_mismatch(tmp_path: Path, damage: str):
     elif damage == "delete-bm25":
         shutil.rmtree(root / "bm25")
     with pytest.raises(IndexMismatch, match=r"Rebuild it with: rag index.*--index-dir"):
-        Index.load(root, settings())
+        index = Index.load(root, settings())
+        index.bm25, index.faiss  # read on first use
 
 
 def test_reindex_reuses_unchanged_embeddings(tmp_path: Path):
