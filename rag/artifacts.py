@@ -14,14 +14,13 @@ whatever it scored. The agent's roles and the judge are selected apart (``roles`
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import dspy
+from typing import TYPE_CHECKING, Any
 
 from rag.errors import ArtifactError
 from rag.stats import ALPHA, Comparison, compare_paired
@@ -29,6 +28,9 @@ from rag.stats import ALPHA, Comparison, compare_paired
 PROGRAM_FILE, JUDGE_FILE, MANIFEST_FILE = "program.json", "judge.json", "manifest.json"
 AGENT_ROLES = ("grader", "rewriter", "answerer", "agent")  # compiled into program.json
 JUDGE_ROLES = ("judge",)  # compiled into judge.json
+
+if TYPE_CHECKING:  # DSPy is imported to save or apply a program only: listing artifacts (`rag artifacts`) never needs it
+    import dspy
 
 
 def signature_fingerprint() -> str:
@@ -43,8 +45,13 @@ def signature_fingerprint() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def dspy_version() -> str:
+    """The installed DSPy's version, read without importing DSPy (~1.2 s)."""
+    return importlib.metadata.version("dspy")
+
+
 def dspy_minor(version: str | None = None) -> str:
-    return ".".join((version or dspy.__version__).split(".")[:2])
+    return ".".join((version or dspy_version()).split(".")[:2])
 
 
 @dataclass
@@ -114,7 +121,7 @@ class Artifact:
         if m.get("signatures") != (signatures or signature_fingerprint()):
             out.append("it was compiled for other signatures (the signature code changed since)")
         if dspy_minor(m.get("dspy_version", "0.0")) != dspy_minor():
-            out.append(f"it was compiled with DSPy {m.get('dspy_version')}, this is DSPy {dspy.__version__}")
+            out.append(f"it was compiled with DSPy {m.get('dspy_version')}, this is DSPy {dspy_version()}")
         compiled = m.get("models", {})
         diff = [f"{r}: {compiled.get(r)} vs {models[r]}" for r in models if compiled.get(r) != models[r]]
         if diff:
@@ -208,7 +215,7 @@ def save(program: dspy.Module, out: Path, manifest: dict[str, Any], judge: dspy.
         if judge is not None:
             judge.save(str(tmp / JUDGE_FILE), save_program=False)
         full = {"format": "sieve-artifact/1", "signatures": signature_fingerprint(),
-                "dspy_version": dspy.__version__, **manifest}
+                "dspy_version": dspy_version(), **manifest}
         (tmp / MANIFEST_FILE).write_text(json.dumps(full, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if out.exists():
             shutil.rmtree(out)

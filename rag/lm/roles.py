@@ -18,11 +18,13 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-
-import dspy
+from typing import TYPE_CHECKING
 
 from rag.config import ROLES, Settings, load_dotenv
 from rag.errors import ConfigError
+
+if TYPE_CHECKING:  # DSPy is imported where an LM is made: `rag models --no-check` and `rag artifacts` never need it
+    import dspy
 
 EMBEDDED = "embedded"
 GROQ_DEFAULTS = {
@@ -66,6 +68,8 @@ def _key(spec: str, settings: Settings) -> tuple:
 
 
 def _make(spec: str, settings: Settings) -> dspy.LM:
+    import dspy
+
     if spec == EMBEDDED or spec.startswith("gguf:"):
         from rag.lm.local import AsyncLlamaCppEngine, LlamaCppEngine
 
@@ -113,6 +117,8 @@ def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
     """Call once at the entry point: DSPy's disk cache in ``settings.cache_dir`` (off with ``cache=False``),
     and Sieve's adapter (``rag.adapter.SieveAdapter``, a compact JSONAdapter) as the default, so typed
     outputs use schema-constrained decoding."""
+    import dspy
+
     cache_dir = Path(settings.cache_dir).expanduser()
     if settings.cache:
         cache_dir.mkdir(parents=True, exist_ok=True)
