@@ -21,7 +21,11 @@ from rag.errors import IndexMismatch
 from tests.retrieval_support import SHARED, copy_index, small_index
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "sentence_transformers", "transformers")
+TORCH = ("torch", "sentence_transformers", "transformers")
+HEAVY = (*TORCH, "dspy", "bm25s", "scipy", "faiss", "onnxruntime")
+# what each search mode may import of HEAVY: bm25s brings scipy; faiss and onnxruntime serve the dense side
+SEARCH_NEEDS = {"bm25": {"bm25s", "scipy"}, "dense": {"faiss", "onnxruntime"},
+                "hybrid": {"bm25s", "scipy", "faiss", "onnxruntime"}}
 
 # Runs the rag command line in a fresh interpreter and prints, last, which heavy modules it imported.
 PROBE = """
@@ -64,14 +68,16 @@ def real_queries() -> list[str]:
 def test_commands_that_need_no_model_never_import_torch(args: list[str], tmp_path: Path):
     code, out, err, heavy = run_rag(args, tmp_path)
     assert code == 0, err
-    assert heavy == [], f"rag {' '.join(args)} imported {heavy}"
+    # rag artifacts hashes the DSPy signatures an artifact was compiled for, so it needs DSPy; the others need none
+    allowed = {"dspy"} if args == ["artifacts"] else set()
+    assert set(heavy) <= allowed, f"rag {' '.join(args)} imported {heavy}"
 
 
 @pytest.mark.slow  # loads the smallest embedded model to check it
 def test_rag_models_with_its_check_never_imports_torch(tmp_path: Path):
     code, out, err, heavy = run_rag(["models", "--set", "embedded_model=smollm2-135m"], tmp_path)
     assert code == 0, err
-    assert heavy == [], f"rag models imported {heavy}"
+    assert not set(heavy) & set(TORCH), f"rag models imported {heavy}"
 
 
 def test_onnx_query_vectors_match_sentence_transformers():
@@ -105,7 +111,7 @@ def test_manifest_records_the_encoder_and_search_runs_without_torch():
         code, out, err, heavy = run_rag(["search", "what does assert do", "--index-dir", index.dir, "--mode", mode,
                                          "--k", "3", "--json"], home)
         assert code == 0, err
-        assert heavy == [], f"rag search --mode {mode} imported {heavy}"
+        assert set(heavy) <= SEARCH_NEEDS[mode], f"rag search --mode {mode} imported {heavy}"
         if mode == "hybrid":
             assert [h["chunk_id"] for h in json.loads(out)] == expected
 
