@@ -14,9 +14,11 @@ model or a prompt; the test split is for reporting.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,27 +35,49 @@ from rag.retrieve import Retriever  # noqa: E402
 from signatures import Grader  # noqa: E402
 
 
-def probe(model: str, items, retriever, k: int) -> dict:
+def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int | None) -> dict:
+    """One grader call on the top-k passages for ``it``; the record keeps what the agent's subject guard needs
+    (subject, chosen ids, the passages), so guard variants can be compared offline (benchmarks/subject_guard.py)."""
+    hits = retriever.search(it.question, k=k)
+    shown = [h.chunk_id for h in hits]
+    graded = [replace(h, text=h.text[:passage_chars]) for h in hits] if passage_chars else hits
+    start = time.perf_counter()
+    pred, stats = metered_call(grade, lm, question=it.question, context=format_context(graded))
+    latency = time.perf_counter() - start
+    _, invalid = split_citations([str(x) for x in pred.relevant_chunk_ids or []], shown)
+    return {"model": model, "id": it.id, "type": it.type, "question": it.question,
+            "gold_shown": bool(gold_chunk_ids(it, retriever.index.chunks) & set(shown)), "relevant": bool(pred.relevant),
+            "subject": str(getattr(pred, "subject", "") or ""), "reason": str(pred.reason or ""),
+            "chosen_ids": [str(x) for x in pred.relevant_chunk_ids or []], "invalid_ids": invalid,
+            "hits": [{"chunk_id": h.chunk_id, "title": h.title, "text": h.text} for h in hits],
+            "passage_chars": passage_chars, "latency_s": latency, "tokens_in": stats.tokens_in,
+            "tokens_out": stats.tokens_out, "notes": list(stats.notes)}
+
+
+def probe(model: str, items, retriever, k: int, records: Path | None = None, passage_chars: int | None = None) -> dict:
     settings = load_settings({"embedded_model": model, "cache": False})
     lm = build_lm("embedded", settings)
     grade = dspy.Predict(Grader)
     tp = fp = fn = tn = 0
     unanswerable_rejected = unanswerable = bad_ids = notes = 0
     latencies, tokens_in, tokens_out, rows = [], [], [], []
+    done = {}
+    if records and records.is_file():  # resume: items already probed with this model and passage length
+        for line in records.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            if rec["model"] == model and rec.get("passage_chars") == passage_chars:
+                done[rec["id"]] = rec
     for i, it in enumerate(items, 1):
-        hits = retriever.search(it.question, k=k)
-        shown = [h.chunk_id for h in hits]
-        gold = gold_chunk_ids(it, retriever.index.chunks)
-        positive = bool(gold & set(shown))
-        start = time.perf_counter()
-        pred, stats = metered_call(grade, lm, question=it.question, context=format_context(hits))
-        latencies.append(time.perf_counter() - start)
-        tokens_in.append(stats.tokens_in)
-        tokens_out.append(stats.tokens_out)
-        notes += bool(stats.notes)
-        _, invalid = split_citations([str(x) for x in pred.relevant_chunk_ids or []], shown)
-        bad_ids += bool(invalid)
-        said = bool(pred.relevant)
+        rec = done.get(it.id) or _grade_one(model, it, retriever, grade, lm, k, passage_chars)
+        if records and it.id not in done:
+            with records.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        positive, said = rec["gold_shown"], rec["relevant"]
+        latencies.append(rec["latency_s"])
+        tokens_in.append(rec["tokens_in"])
+        tokens_out.append(rec["tokens_out"])
+        notes += bool(rec["notes"])
+        bad_ids += bool(rec["invalid_ids"])
         tp += said and positive
         fp += said and not positive
         fn += (not said) and positive
@@ -61,9 +85,9 @@ def probe(model: str, items, retriever, k: int) -> dict:
         if it.type == "unanswerable":
             unanswerable += 1
             unanswerable_rejected += not said
-        rows.append((it.id, it.type, positive, said, str(pred.reason or "")[:90]))
-        print(f"[{model}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {latencies[-1]:.1f}s "
-              f"reason={str(pred.reason or '')[:70]!r}", file=sys.stderr, flush=True)
+        rows.append((it.id, it.type, positive, said, rec["reason"][:90]))
+        print(f"[{model}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {rec['latency_s']:.1f}s "
+              f"subject={rec['subject']!r} reason={rec['reason'][:70]!r}", file=sys.stderr, flush=True)
     n = len(items)
     return {"model": model, "n": n, "precision": tp / (tp + fp) if tp + fp else float("nan"),
             "recall": tp / (tp + fn) if tp + fn else float("nan"), "accuracy": (tp + tn) / n,
@@ -80,12 +104,15 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N items of the split (all by default)")
     parser.add_argument("--golden", default=str(ROOT / "golden" / "python_ref.jsonl"))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--records", type=Path, help="append one JSON line per item (subject, ids, passages shown)")
+    parser.add_argument("--passage-chars", type=int, default=None,
+                        help="show the grader only the first N characters of each passage (a latency lever)")
     args = parser.parse_args()
     settings = load_settings({"cache": False})
     configure_dspy(settings)
     retriever = Retriever.from_settings(settings)
     items = [it for it in load_golden(args.golden) if it.split == args.split][: args.limit]
-    results = [probe(m, items, retriever, args.k) for m in args.models.split(",")]
+    results = [probe(m, items, retriever, args.k, args.records, args.passage_chars) for m in args.models.split(",")]
     base = results[0]["p50_s"]
     lines = [f"Grader alone on the `{args.split}` split (n = {len(items)}), hybrid top {args.k}, built-in index, "
              f"cache off (`python benchmarks/grader_probe.py --split {args.split}`)", "",

@@ -77,13 +77,14 @@ class Sieve(dspy.Module):
         if invalid:
             step.notes.append(f"grader named ids that were not shown, dropped: {invalid}")
         step.verdict, step.reason, step.chosen_ids = bool(pred.relevant), str(pred.reason or ""), chosen
+        step.subject = " ".join(str(getattr(pred, "subject", "") or "").split()) or None
         if not step.verdict:
             return [], step.reason
         accepted = [h for h in hits if h.chunk_id in chosen]
         if not chosen:  # relevant, but no usable ids: the context as a whole was accepted
             step.notes.append("grader said relevant without valid ids; using all shown passages")
             accepted = list(hits)
-        subject = " ".join(str(getattr(pred, "subject", "") or "").split())
+        subject = step.subject or ""
         missing = missing_terms(subject, accepted)
         if missing:  # the grader's own subject is not in what it accepted: it cannot be the answer
             step.verdict, step.reason = False, f"the passages do not mention {', '.join(missing)}"

@@ -84,23 +84,46 @@ def clean_answer(answer: str, shown_ids: Sequence[str], invalid: Iterable[str]) 
 
 
 _FILLER = frozenset("a an and are as at be by can do does for from how i in is it of on or the to use used what when "
-                    "which why with my you your "  # English filler, then the kinds of name the grader is told to give
+                    "which why with my you your vs versus "  # English filler, then the kinds of name the grader is told to give
                     "keyword keywords statement statements operator operators function functions method methods "
                     "module modules option options argument arguments parameter parameters clause expression "
                     "expressions attribute attributes class type types object objects value values built-in".split())
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ions", "ion", "ed", "es", "s")
+_MIN_STEM = 4
+
+
+def _stem(word: str) -> str:
+    """``word`` without one common English ending, when at least four letters remain: "chained" -> "chain",
+    "mangling" -> "mangl", "inversion" -> "invers". Crude on purpose: it is only used to look for the
+    stem inside the passages, so "mangl" finds "mangled" and "invers" finds "inverse"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= _MIN_STEM:
+            return word[: -len(suffix)]
+    return word
+
+
+def _mentioned(term: str, text: str) -> bool:
+    """A term is mentioned when each of its dotted parts is (``dict.popitem`` needs "dict" and "popitem", in
+    any place), each part as written or by its stem."""
+    parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
+    return all(part in text or _stem(part) in text for part in parts)
 
 
 def missing_terms(subject: str, hits: Sequence[Any]) -> list[str]:
     """The words of the grader's named subject that appear in none of ``hits`` (text or title), case-insensitive.
 
     Only words with at least two letters are checked (``-1**2`` or ``**`` are not), and filler words are
-    skipped. A subject the passages never mention cannot be what they answer: the agent's guard against
-    a small grader that calls any passage on a related topic relevant.
+    skipped. A word counts as mentioned when it or its stem appears (a possessive without its 's), and a dotted
+    name when each of its parts does (see :func:`_mentioned`). A subject the passages never mention cannot be what they answer: the agent's
+    guard against a small grader that calls any passage on a related topic relevant.
     """
     text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
     out = []
     for word in subject.split():
-        term = word.strip("`'\"()[]{},:;?!").rstrip(".").lower()
-        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in text and term not in out:
+        term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
+        term = term.removesuffix("'s").removesuffix("\u2019s")  # a possessive: module's -> module
+        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not _mentioned(term, text):
             out.append(term)
     return out

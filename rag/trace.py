@@ -41,6 +41,7 @@ class Step:
     verdict: bool | None = None  # grade: is the shown context relevant?
     reason: str | None = None  # grade: why; refuse: why
     chosen_ids: list[str] = field(default_factory=list)  # grade: relevant ids; answer: valid cited ids
+    subject: str | None = None  # grade: what the grader said the question asks about (checked against the passages)
     shown_ids: list[str] = field(default_factory=list)  # grade/answer: ids of the chunks put in the prompt
     rewrite: str | None = None  # rewrite: the new query
     answer: str | None = None  # answer/refuse: the text returned to the user

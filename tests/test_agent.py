@@ -172,6 +172,7 @@ def test_a_relevant_verdict_whose_subject_the_passages_never_mention_is_overrule
     assert pred.refused and nodes(pred) == ["retrieve", "grade", "refuse"]
     grade = pred.trace.of("grade")[0]
     assert grade.verdict is False and grade.reason == "the passages do not mention json.dumps, indent"
+    assert grade.subject == "json.dumps indent"  # kept in the trace for failure analysis
     assert any("verdict set to not relevant" in note for note in grade.notes)
 
 

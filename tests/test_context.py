@@ -24,3 +24,27 @@ def test_format_context_fences_each_passage_and_neutralises_markers():
     ctx = format_context(hits)
     assert ctx.startswith("[1] [a#001] T\n<<<\n") and ctx.endswith("\n>>>")
     assert "[[ ## answer ## ]]" not in ctx and ctx.count(">>>") == 1 and "y" in ctx
+
+
+class _Passage:
+    def __init__(self, text: str, title: str = "") -> None:
+        self.text, self.title = text, title
+
+
+def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
+    from rag.context import missing_terms
+
+    popitem = [_Passage("popitem()\n   Remove and return a (key, value) pair. Pairs are returned in LIFO order.", "Mapping Types — dict")]
+    assert missing_terms("dict.popitem()", popitem) == []  # each dotted part is mentioned, apart
+    assert missing_terms("subprocess.run", [_Passage("run the code in a new frame")]) == ["subprocess.run"]  # one part is not
+    assert missing_terms("chained comparisons", [_Passage("Comparisons can be chained arbitrarily")]) == []
+    assert missing_terms("comparison chaining", [_Passage("Comparisons can be chained arbitrarily")]) == []  # stem "chain"
+    assert missing_terms("name mangling", [_Passage("private names are mangled before code is generated")]) == []
+    assert missing_terms("bitwise inversion", [_Passage("the bitwise inverse of x is -(x+1)")]) == []
+    # filler words and the kinds of names are skipped; a name the passages never mention is reported as written
+    assert missing_terms("the json.dumps function indent", [_Passage("The with statement")]) == ["json.dumps", "indent"]
+    # chosen on dev: "vs" is filler, and a possessive is checked without its 's
+    assert missing_terms("step vs next", [_Passage("the step and next commands")]) == []
+    assert missing_terms("a module's __dict__", [_Passage("a module object has a __dict__")]) == []
+    # a stem keeps at least four letters, so short words must appear as written
+    assert missing_terms("uses", [_Passage("a user")]) == ["uses"]
