@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.golden import load_golden  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -80,10 +81,7 @@ def main() -> None:
     for model, n, p50, p95, mean, lm_mean, o in rows:
         lines.append(f"| {model} | {n} | {p50:.1f} | {p95:.1f} | {mean:.1f} | {lm_mean:.1f} | "
                      f"{o['answered']} / {o['refused']} / {o['error']} | {p50 / base:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
 from rag.lm.roles import build_lm, configure_dspy  # noqa: E402
 from rag.metering import metered_call  # noqa: E402
 from rag.retrieve import Retriever  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 from signatures import Grader  # noqa: E402
 
 
@@ -129,10 +130,7 @@ def main() -> None:
                   "| id | type | gold shown | said relevant | reason |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {i} | {t} | {p} | {s} | {why.replace('|', '/')} |" for i, t, p, s, why in r["rows"]]
         lines += ["", "</details>", ""]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from rag.lm.local import _grammar, default_threads  # noqa: E402
 from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 
 SCHEMA = {"type": "object", "required": ["subject", "relevant", "answer"],
           "properties": {"subject": {"type": "string", "maxLength": 60}, "relevant": {"type": "boolean"},
@@ -58,10 +59,7 @@ def main() -> None:
              f"{args.tokens} tokens out, best of {args.repeats})", "",
              "| peer | tokens/s (incl. prompt) | relative to free text |", "| --- | ---: | ---: |"]
     lines += [f"| {name} | {speed:.2f} | {speed / base:.2f}x |" for name, speed in best.items()]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

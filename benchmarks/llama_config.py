@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from rag.lm.local import default_threads  # noqa: E402
 from rag.lm.models import model_path  # noqa: E402
 from rag.lm.probe import build_info, cpu_flags  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 
 TEXT = " ".join(f"Passage {i}: the nonlocal statement rebinds a name in the nearest enclosing function scope."
                 for i in range(200))
@@ -76,10 +77,7 @@ def main() -> None:
             lines.append(f"| {model} | {label} | {load_s:.1f} | {pp:.1f} | {tg:.2f} | {pp / base[0]:.2f} | "
                          f"{tg / base[1]:.2f} |")
             print(lines[-1], file=sys.stderr, flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from rag.golden import GoldenItem, load_golden  # noqa: E402
 from rag.index import build_index, index_text  # noqa: E402
 from rag.metrics import mrr_at_k, recall_at_k, retrieval_report  # noqa: E402
 from rag.retrieve import Retriever  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
 REPEATS = 3  # latency: each question is asked this many times per mode (after one warm-up pass)
@@ -235,11 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
+    emit(lines, args.out)
     return 0
 
 

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rag.context import _FILLER, missing_terms  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
 
 
 OLD_FILLER = _FILLER - {"vs", "versus"}  # the filler list before "vs" was added (chosen on dev with the rest)
@@ -137,10 +138,7 @@ def main() -> None:
                       "", *from_probe(recs), ""]
     if args.run:
         lines += ["", f"Overrules in `{args.run}`:", "", *from_run(args.run)]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(lines, args.out)
 
 
 if __name__ == "__main__":
