@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+import pytest
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils import DummyLM
 
@@ -53,6 +54,14 @@ WITH_ID, PASS_ID, TRICKY_ID = "statements.md#000", "statements.md#002", "tricky.
 XSS_ANSWER = 'Swallows <img src=x onerror="window.__xss = \'answer\'"><script>window.__xss = "answer"</script> [tricky.md#000]'
 
 _INDEX: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def gate() -> threading.Event:
+    """The scripted LMs wait on this before answering; open unless a test closes it (to hold a request in flight)."""
+    event = threading.Event()
+    event.set()
+    return event
 
 
 def serve_index(tmp_path_factory) -> Any:

@@ -16,20 +16,13 @@ from rag import analysis, compare
 from rag.agent import REFUSAL
 from rag.errors import InputError
 from rag.serve.server import bind, is_loopback
-from tests.serve_support import (ANSWERABLE, FIXTURE_RUNS, PASS_ID, ROOT, SLOW, UNANSWERABLE, WITH_ID, serve,
-                           serve_index)
+from tests.serve_support import (ANSWERABLE, FIXTURE_RUNS, PASS_ID, ROOT, SLOW, UNANSWERABLE, WITH_ID,  # noqa: F401
+                           gate, serve, serve_index)
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     return serve_index(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def gate():
-    event = threading.Event()
-    event.set()
-    return event
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import httpx
 import pytest
 
 from rag.agent import REFUSAL
-from tests.serve_support import (ANSWERABLE, PASS_ID, ROOT, SLOW, TRICKY_ID, UNANSWERABLE, XSS, serve, serve_index,
-                                 server_runner)
+from tests.serve_support import (ANSWERABLE, PASS_ID, ROOT, SLOW, TRICKY_ID, UNANSWERABLE, XSS,  # noqa: F401
+                                 gate, serve, serve_index, server_runner)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason='Playwright is not installed: pip install -e ".[test]"')
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 TIMEOUT_MS = 180_000  # generous: a loaded 2-core machine
-
-
-@pytest.fixture(scope="module")
-def gate():
-    event = threading.Event()
-    event.set()
-    return event
 
 
 @pytest.fixture(scope="module")
