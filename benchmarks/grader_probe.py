@@ -18,7 +18,6 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +40,8 @@ def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int 
     (subject, chosen ids, the passages), so guard variants can be compared offline (benchmarks/subject_guard.py)."""
     hits = retriever.search(it.question, k=k)
     shown = [h.chunk_id for h in hits]
-    graded = [replace(h, text=h.text[:passage_chars]) for h in hits] if passage_chars else hits
     start = time.perf_counter()
-    pred, stats = metered_call(grade, lm, question=it.question, context=format_context(graded))
+    pred, stats = metered_call(grade, lm, question=it.question, context=format_context(hits, max_chars=passage_chars))
     latency = time.perf_counter() - start
     _, invalid = split_citations([str(x) for x in pred.relevant_chunk_ids or []], shown)
     return {"model": model, "id": it.id, "type": it.type, "question": it.question,

@@ -28,12 +28,14 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 
 class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
-                 top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None):
+                 top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
+                 grade_passage_chars: int | None = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
         self.use_reflection = use_reflection
         self.top_k = top_k  # None: the retriever's own top_k
+        self.grade_passage_chars = grade_passage_chars  # None: the grader sees whole passages
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
@@ -71,7 +73,8 @@ class Sieve(dspy.Module):
         if not hits:
             step.verdict, step.reason = False, "retrieval returned nothing"
             return [], step.reason
-        pred, stats = self._call("grader", self.grade, question=question, context=format_context(hits))
+        context = format_context(hits, max_chars=self.grade_passage_chars)
+        pred, stats = self._call("grader", self.grade, question=question, context=context)
         _record(step, stats)
         chosen, invalid = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], shown)
         if invalid:

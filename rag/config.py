@@ -62,6 +62,9 @@ class Settings:
     # agent
     reflection: bool = True
     max_rewrites: int = 2
+    # the grader sees only the first N characters of each passage (the answerer still sees them whole): a latency
+    # lever for small local models; None = whole passages (benchmarks/results/subject_guard.md measures 600 on dev)
+    grade_passage_chars: int | None = None
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None
@@ -120,6 +123,8 @@ class Settings:
                               "(sentence-transformers embeds in fp32)")
         if self.lm_max_retries < 0:
             raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
+        if self.grade_passage_chars is not None and self.grade_passage_chars < 1:
+            raise ConfigError(f"grade_passage_chars must be >= 1 (or unset for whole passages), got {self.grade_passage_chars}")
         if self.max_rewrites < 0:
             raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
         if not 0 <= self.chunk_overlap < self.chunk_size:

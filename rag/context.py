@@ -23,9 +23,9 @@ def _clean(text: str) -> str:
     return _MARKERS.sub(lambda m: m.group(0).replace("#", "").replace("<", "‹").replace(">", "›"), text)
 
 
-def format_context(hits: Sequence[Any]) -> str:
+def format_context(hits: Sequence[Any], max_chars: int | None = None) -> str:
     """Number the passages and head each with its id: ``[1] [id] title`` (plus ``(p. 12)`` for a passage from a
-    file with pages) then the fenced text."""
+    file with pages) then the fenced text, cut to its first ``max_chars`` characters when given."""
     from rag.chunking import page_label
 
     blocks = []
@@ -33,7 +33,8 @@ def format_context(hits: Sequence[Any]) -> str:
         title = f" {hit.title}" if getattr(hit, "title", "") else ""
         page = page_label(getattr(hit, "meta", None))
         title += f" ({page})" if page else ""
-        blocks.append(f"[{i}] [{hit.chunk_id}]{title}\n{FENCE}\n{_clean(hit.text).strip()}\n{FENCE_END}")
+        text = hit.text[:max_chars] if max_chars else hit.text
+        blocks.append(f"[{i}] [{hit.chunk_id}]{title}\n{FENCE}\n{_clean(text).strip()}\n{FENCE_END}")
     return "\n\n".join(blocks)
 
 

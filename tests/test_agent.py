@@ -182,3 +182,19 @@ def test_a_subject_in_the_accepted_passage_keeps_the_verdict(retriever):
         {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."},
     ])
     assert not pred.refused and pred.trace.of("grade")[0].verdict is True
+
+
+def test_grade_passage_chars_cuts_the_passages_for_the_grader_only(retriever):
+    lm = DummyLM([
+        {"subject": "with statement", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says"},
+        {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."},
+    ])
+    dspy.configure(lm=lm)
+    pred = Sieve(retriever, grade_passage_chars=40)(question="What does the with statement do?")
+    assert not pred.refused
+    full = retriever.index.by_id["with#001"].text.strip()
+    from dspy.clients.base_lm import GLOBAL_HISTORY  # every call, whichever copy of the LM made it
+
+    grade_prompt, answer_prompt = (str(call["messages"]) for call in GLOBAL_HISTORY[-2:])
+    assert full[:40].strip() in grade_prompt.replace("\\n", "\n") and full[40:120] not in grade_prompt.replace("\\n", "\n")
+    assert full[40:120] in answer_prompt.replace("\\n", "\n")  # the answerer still sees the whole passage
