@@ -378,12 +378,14 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     previous = _previous_vectors(root, model_path, encoder_record.get("precision", "fp32"))
     keys = [_text_key(t) for t in texts]
     todo = [i for i, k in enumerate(keys) if k not in previous]
+    queued = set(todo)  # membership in a set: the list made this loop quadratic (61 s of a 100k-chunk build)
     vectors = np.zeros((len(chunks), dim), dtype=np.float32)
     for i, k in enumerate(keys):
         if k in previous and previous[k].shape == (dim,):
             vectors[i] = previous[k]
-        elif i not in todo:
+        elif i not in queued:
             todo.append(i)
+            queued.add(i)
     if show_progress:
         print(f"embedding {len(todo)} of {len(chunks)} chunks ({len(chunks) - len(todo)} reused)", file=sys.stderr)
     t = time.perf_counter()
