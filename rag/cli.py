@@ -363,6 +363,39 @@ def _settings(sets: Optional[list[str]] = None, **flags) -> Settings:
     return load_settings({**parse_assignments(sets), **{k: v for k, v in flags.items() if v is not None}})
 
 
+class _InBackground:
+    """``work()`` in a daemon thread, started at once; :meth:`result` waits for it and returns its value, or raises
+    here what it raised (a SieveError then becomes the usual one-line error). Daemon: Ctrl-C in the main thread,
+    which :meth:`result`'s wait lets through, exits without waiting for the work to finish."""
+
+    def __init__(self, work, name: str) -> None:
+        import threading
+
+        self._outcome: tuple[bool, object] = (False, None)
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._outcome = (True, work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the waiting thread
+            self._outcome = (False, exc)
+
+    def result(self):
+        self._thread.join()
+        done, value = self._outcome
+        if not done:
+            raise value
+        return value
+
+
+def _load_retriever(settings: Settings):
+    """The retriever for ``settings`` with its index parts and query encoder loaded (rag.retrieve.Retriever.warm_up)."""
+    from rag.retrieve import Retriever
+
+    return Retriever.from_settings(settings).warm_up()
+
+
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question to answer."),
@@ -390,18 +423,20 @@ def ask(
 
         rag ask "What is a lambda?" --no-reflection --mode bm25
     """
-    from rag.agent import prediction_to_dict
-    from rag.chunking import page_label
-    from rag.lm.roles import configure_dspy
-    from rag.program import build_program
-
     _clean_warnings()
     _at_least(1, k=k)
     _at_least(0, max_rewrites=max_rewrites)
     settings = _settings(sets, mode=mode, top_k=k, max_rewrites=max_rewrites, reflection=reflection,
                          index_dir=index_dir, artifact=artifact, cache=False if no_cache else None)
+    # The index, its search libraries and the query encoder load while DSPy is imported and the LMs are made.
+    retriever_load = _InBackground(lambda: _load_retriever(settings), name="sieve-load-retriever")
+    from rag.agent import prediction_to_dict
+    from rag.chunking import page_label
+    from rag.lm.roles import configure_dspy
+    from rag.program import build_program
+
     configure_dspy(settings)
-    program = build_program(settings, use_artifact=not no_artifact)
+    program = build_program(settings, use_artifact=not no_artifact, retriever=retriever_load.result())
     for message in program.messages:
         err(message)
     err(f"Using {program.description}; models: " + ", ".join(f"{r}={m}" for r, m in program.models.items()))

@@ -109,6 +109,17 @@ class Retriever:
         kwargs.update(overrides)
         return cls(index, **kwargs)
 
+    def warm_up(self) -> "Retriever":
+        """Read the index parts and load the models this retriever's mode searches with (the bm25s index, the FAISS
+        index and query encoder, the reranker), which the first :meth:`search` would otherwise do; returns self."""
+        if self.mode in ("bm25", "hybrid"):
+            self.index.bm25
+        if self.mode in ("dense", "hybrid"):
+            self.index.faiss
+            self.index.query_encoder
+        self.reranker
+        return self
+
     @property
     def reranker(self) -> Any:
         """The cross-encoder (loaded on first use), or None when reranking is off."""
