@@ -60,12 +60,25 @@ def report():
         json.dump({"heavy": sorted(m for m in %r if m in sys.modules), "first_lm": FIRST[0], "rss_mb": peak}, f)
 FIRST = [None]
 if os.environ.get("SIEVE_BENCH_FIRST_LM"):
-    import rag.lm.local as local
+    # rag.lm.local imports DSPy: it is patched when the command imports it, not imported here ahead of the command
+    # (which would take DSPy's import out of what `rag ask` overlaps with its index load)
+    import importlib.abc, importlib.machinery
     def first_call(self, *args, **kwargs):
         FIRST[0] = time.time()
         report()
         os._exit(0)
-    local.LlamaCppEngine.complete = first_call
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "rag.lm.local":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            run = spec.loader.exec_module
+            def exec_module(module):
+                run(module)
+                module.LlamaCppEngine.complete = first_call
+            spec.loader.exec_module = exec_module
+            return spec
+    sys.meta_path.insert(0, PatchOnImport())
 import atexit
 atexit.register(report)
 sys.argv = ["rag", *json.loads(os.environ["SIEVE_BENCH_ARGS"])]
