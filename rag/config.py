@@ -28,6 +28,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golde
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
 EMBEDDING_PRECISIONS = ("fp32", "int8")
+DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 
 
 def sieve_home() -> Path:
@@ -55,6 +56,9 @@ class Settings:
     # the ONNX encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8"
     # (dynamic quantization: faster, vectors differ slightly; queries then use int8 too, as the manifest says)
     embedding_precision: str = "fp32"
+    # FAISS index: "auto" = exact (flat) up to rag.index.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
+    # or "hnsw" at any size (benchmarks/results/scale.md: latency and HNSW's recall against flat)
+    dense_index: str = "auto"
     # chunking
     chunk_size: int = 1200  # target characters per chunk
     chunk_overlap: int = 150
@@ -115,6 +119,8 @@ class Settings:
         if self.embedding_runtime not in EMBEDDING_RUNTIMES:
             raise ConfigError(f"embedding_runtime={self.embedding_runtime!r} is not allowed; use one of: "
                               f"{', '.join(EMBEDDING_RUNTIMES)}")
+        if self.dense_index not in DENSE_INDEXES:
+            raise ConfigError(f"dense_index={self.dense_index!r} is not allowed; use one of: {', '.join(DENSE_INDEXES)}")
         if self.embedding_precision not in EMBEDDING_PRECISIONS:
             raise ConfigError(f"embedding_precision={self.embedding_precision!r} is not allowed; use one of: "
                               f"{', '.join(EMBEDDING_PRECISIONS)}")

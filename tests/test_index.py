@@ -125,6 +125,22 @@ def test_hnsw_above_threshold(tmp_path: Path):
     assert index.dense_search(vector, 1)[0][0] == flat.dense_search(vector, 1)[0][0] == 3
 
 
+def test_the_dense_index_setting_forces_hnsw_or_flat_at_any_size(tmp_path: Path):
+    from rag.config import Settings
+    from rag.errors import ConfigError
+
+    chunks = list(small_chunks())
+    root = copy_index(tmp_path / "forced")
+    hnsw = build_index(chunks, root, settings().replace(dense_index="hnsw"), show_progress=False)
+    assert hnsw.manifest["faiss"]["type"] == "IndexHNSWFlat"
+    vector = np.asarray(hnsw.embeddings[3])
+    assert hnsw.dense_search(vector, 1)[0][0] == 3
+    flat = build_index(chunks, root, settings().replace(dense_index="flat"), show_progress=False, hnsw_threshold=10)
+    assert flat.manifest["faiss"]["type"] == "IndexFlatIP"  # "flat" wins over a low threshold
+    with pytest.raises(ConfigError, match="dense_index='ivf' is not allowed; use one of: auto, flat, hnsw"):
+        Settings(dense_index="ivf").validate()
+
+
 def test_bad_inputs(tmp_path: Path):
     with pytest.raises(InputError, match="nothing to index"):
         build_index([], tmp_path / "x", settings(), show_progress=False)
