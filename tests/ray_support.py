@@ -115,3 +115,34 @@ class LoopbackProgram:
 
         os.environ.setdefault("GROQ_API_KEY", "loopback-not-a-key")
         return SettingsProgram(self.settings, self.use_artifact)()
+
+
+@dataclass
+class DyingLoopbackProgram(LoopbackProgram):
+    """:class:`LoopbackProgram` whose worker kills itself (SIGKILL) mid-item, right after the usage row of its
+    ``after``-th call reached the driver's inbox (so no call is in flight at its death), once per ``flag`` file:
+    only the first worker to get there dies; the others and the replacement run on."""
+
+    flag: str = ""
+    after: int = 3
+
+    def __call__(self):
+        import itertools
+        import signal
+
+        from rag.lm import ledger
+
+        built = super().__call__()
+        send, calls = ledger._send, itertools.count(1)
+
+        def send_then_die(row):
+            send(row)
+            if next(calls) == self.after:
+                try:
+                    os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        ledger.capture(send_then_die)
+        return built

@@ -97,19 +97,30 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
 
 
 def test_a_capturing_process_hands_its_ledger_rows_to_the_one_that_writes_them(tmp_path, monkeypatch):
-    """What a Ray eval worker does: its calls' rows stay in memory until taken, and the driver writes them as they
-    were (day, model, tokens), once."""
+    """What a Ray eval worker does: each call's row goes to ``send`` as the call ends, nothing is written where the
+    call was made, and the driver writes the rows as they were (day, model, tokens), once."""
     from rag.lm import ledger as L
 
-    monkeypatch.setattr(L, "_captured", None)
-    worker_side = L.Ledger(tmp_path / "worker.sqlite")
-    L.capture()
+    monkeypatch.setattr(L, "_send", None)
+    worker_side, sent = L.Ledger(tmp_path / "worker.sqlite"), []
+    L.capture(sent.append)
     worker_side.record(model="m", status="ok", input_tokens=10, output_tokens=2, cost_usd=0.001, latency_s=0.1)
     worker_side.record(model="m", status="rate_limited", latency_s=0.2)
+    L.capture(None)
     assert not (tmp_path / "worker.sqlite").exists()  # nothing written where the calls were made
-    rows = L.take_captured()
-    assert len(rows) == 2 and L.take_captured() == []  # handed over once
+    assert len(sent) == 2
     driver = L.Ledger(tmp_path / "driver.sqlite")
-    driver.write_rows(rows)
+    driver.write_rows(sent)
     (day,) = driver.daily()
     assert (day.model, day.calls, day.failed, day.input_tokens, day.output_tokens) == ("m", 1, 1, 10, 2)
+
+
+def test_the_usage_inbox_hands_each_row_over_once():
+    """The driver's inbox (plain Python here): rows under their keys, taken once; a key sent twice is one row."""
+    from rag.distributed.eval import UsageInbox
+
+    inbox = UsageInbox()
+    inbox.put("a-0", (1.0,))
+    inbox.put("a-1", (2.0,))
+    inbox.put("a-1", (2.0,))
+    assert inbox.take() == {"a-0": (1.0,), "a-1": (2.0,)} and inbox.take() == {}

@@ -291,6 +291,32 @@ def test_the_driver_ledger_counts_every_worker_call_once(cluster, server, index_
     made = len(server.arrivals)
     assert made >= 2 * len(selected)  # several calls per item (answer, judge, ...)
     assert runner.usage_rows == made and calls() - before == made
+    assert len(runner.usage_keys) == made  # one key per call, from both workers
+
+
+def test_the_calls_of_a_worker_killed_mid_item_are_in_the_driver_ledger_once(cluster, server, index_dir, tmp_path):
+    """A worker SIGKILLed mid-item, right after one of that item's calls: its item runs again elsewhere, and the
+    driver's ledger still gains exactly one row per request the server saw, the killed attempt's included. (The
+    worker kills itself, between two calls: a call in flight at its death reaches the server but has no row.)"""
+    from rag.agent import Sieve
+    from rag.lm.ledger import Ledger
+    from tests.ray_support import DyingLoopbackProgram
+
+    ledger = Ledger(tmp_path / "usage.sqlite")
+    settings = loopback_settings(index_dir, server)
+    selected = items(2)  # 8 items
+    flag = tmp_path / "killed"
+    runner = RayRunner(DyingLoopbackProgram(settings, flag=str(flag), after=3), workers=2, show_progress=False,
+                       ledger=ledger)
+    server.reset()
+    agent = Sieve(None, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
+    summary = run_eval(selected, agent, None, tmp_path / "run", "full", ghash="h", k=2, runner=runner,
+                       show_progress=False)
+    assert flag.exists() and len(runner.died) == 1 and len(runner.pids) == 3  # one died mid-item, replaced
+    records = by_id(tmp_path / "run")  # (asserts no id twice)
+    assert set(records) == {it.id for it in selected} and summary["complete"]
+    made = len(server.arrivals)
+    assert runner.usage_rows == made and sum(r.calls + r.failed for r in ledger.daily()) == made
 
 
 # ---------------------------------------------------------------- Ctrl-C on the driver

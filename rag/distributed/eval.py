@@ -15,17 +15,22 @@ Faults:
   quota, auth, Ctrl-C) stops handing out items, lets the running ones finish and are written, and is raised;
 - Ctrl-C on the driver kills the workers; what finished is on disk, and the same command resumes.
 
-Usage ledger: a worker keeps its hosted-model calls' ledger rows in memory (``rag.lm.ledger.capture``) and
-returns them with each item's record (or, after an error inside an item, when the driver asks); the driver
-alone writes them to its ledger (``$SIEVE_HOME/usage.sqlite``), so every worker's calls are counted there once,
-on one machine or many. The rows of an item whose worker died under it, or that was running when the driver
-was interrupted, go with that worker (the calls were made; they are not in the ledger).
+Usage ledger: as each hosted-model call ends, a worker sends its ledger row (``rag.lm.ledger.capture``) to the
+run's :class:`UsageInbox` actor, and waits until the inbox has it, so the rows of calls already made outlive the
+worker. The driver drains the inbox while it waits for items and once at the end (also after Ctrl-C or a
+failure, once the workers are killed), and alone writes the rows to its ledger (``$SIEVE_HOME/usage.sqlite``),
+each once (every row has a key unique in the cluster): every call is counted there once, on one machine or many,
+including those of an item whose worker died and of items running at Ctrl-C. Not counted: a call that was in
+flight when its worker died or was killed (sent, no answer recorded).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import sys
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,17 +44,50 @@ MAX_ITEM_ATTEMPTS = 3  # workers that may die on one item before the run stops
 MAX_REPLACEMENTS = 8  # dead workers replaced per run
 START_TIMEOUT_S = 600.0  # a worker that has not built its program by then (no room in the cluster?) stops the run
 POLL_S = 1.0  # how often the driver wakes while waiting (so Ctrl-C is seen promptly)
+DRAIN_S = 2.0  # how often the driver writes the usage rows its workers sent
+SEND_TIMEOUT_S = 60.0  # a worker waits at most this long for the inbox to take a usage row
 
 Build = Callable[[], tuple[Any, Any, list[Any]]]  # () -> (agent, judge or None, index chunks), run on the worker
+
+
+class UsageInbox:
+    """The run's usage-ledger rows on their way to the driver (a Ray actor): ``put`` by workers, ``take`` by it."""
+
+    def __init__(self):
+        self.rows: dict[str, tuple] = {}
+
+    def put(self, key: str, row: tuple) -> None:
+        self.rows[key] = row
+
+    def take(self) -> dict[str, tuple]:
+        rows, self.rows = self.rows, {}
+        return rows
+
+
+class SendUsage:
+    """In a worker, ``rag.lm.ledger.capture``'s ``send``: one row to the inbox under a key unique in the cluster
+    (this process's random prefix and a sequence number), returning once the inbox has it."""
+
+    def __init__(self, inbox: Any):
+        self.inbox, self.prefix, self.seq = inbox, uuid.uuid4().hex, itertools.count()
+
+    def __call__(self, row: tuple) -> None:
+        import ray
+
+        try:
+            ray.get(self.inbox.put.remote(f"{self.prefix}-{next(self.seq)}", tuple(row)), timeout=SEND_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - the call itself succeeded; only its ledger row is lost
+            print(f"sieve: a usage-ledger row did not reach the driver ({_first_line(exc)})", file=sys.stderr)
 
 
 class EvalWorker:
     """One item at a time: ``run(item)`` -> its results.jsonl record. Made a Ray actor by :class:`RayRunner`."""
 
-    def __init__(self, build: Build, ctx_args: dict[str, Any], limiter: Any = None):
-        from rag.lm.ledger import capture
+    def __init__(self, build: Build, ctx_args: dict[str, Any], limiter: Any = None, inbox: Any = None):
+        if inbox is not None:  # ledger rows go to the driver (see the module's docstring)
+            from rag.lm.ledger import capture
 
-        capture()  # ledger rows go back to the driver with each item (see the module's docstring)
+            capture(SendUsage(inbox))
         if limiter is not None:
             from rag.distributed.limiter import use_cluster_limiter
 
@@ -62,25 +100,14 @@ class EvalWorker:
         return os.getpid()
 
     def run(self, item: Any) -> dict[str, Any]:
-        """``{"record": its results.jsonl record, "usage": the ledger rows of the calls made since the last
-        hand-over}``."""
-        from rag.lm.ledger import take_captured
-
         try:
-            record = run_item(item, self.agent, **self.ctx)
-            return {"record": record, "usage": take_captured()}
+            return run_item(item, self.agent, **self.ctx)
         except QuotaExhausted as exc:  # spent for the whole organisation: stop every worker before its next call
             if self.limiter is not None:
                 from rag.distributed.limiter import stop_all
 
                 stop_all(self.limiter, str(exc))
             raise
-
-    def usage(self) -> list[tuple]:
-        """The ledger rows not handed over yet (after an item raised)."""
-        from rag.lm.ledger import take_captured
-
-        return take_captured()
 
 
 @dataclass
@@ -119,34 +146,37 @@ class RayRunner:
         self.build, self.workers, self.cpus, self.limiter = build, workers, cpus_per_worker, limiter
         self.ledger = ledger  # where the workers' usage rows go (rag.lm.ledger.Ledger; default: this machine's)
         self.usage_rows = 0  # rows written for the workers (tests)
+        self.usage_keys: set[str] = set()  # the keys of the rows written: a row is never written twice
+        self.inbox: Any = None
         self.max_item_attempts, self.max_replacements = max_item_attempts, max_replacements
         self.show_progress = show_progress
         self.pids: dict[Any, int] = {}  # actor -> worker process id (tests kill one)
         self.died: list[str] = []  # item ids whose worker died, in order
         self.timing: dict[str, float] = {}  # start_s: workers ready; run_s: items, once they were
 
-    def _record_usage(self, rows: list[Any]) -> None:
-        if rows:
-            from rag.lm.ledger import Ledger
+    def _drain_usage(self) -> None:
+        """Writes the usage rows the workers sent since the last drain to the driver's ledger, each once."""
+        import ray
 
+        from rag.lm.ledger import Ledger
+
+        try:
+            sent = ray.get(self.inbox.take.remote(), timeout=SEND_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - the items go on; say what the ledger may miss
+            say(f"ray: the workers' usage-ledger rows could not be fetched ({_first_line(exc)})")
+            return
+        rows = [row for key, row in sent.items() if key not in self.usage_keys]
+        if rows:
             self.ledger = self.ledger or Ledger()
             self.ledger.write_rows(rows)
             self.usage_rows += len(rows)
-
-    def _drain_usage(self, actor: Any) -> None:
-        """The rows of an item that raised, from its (idle) worker; best effort."""
-        import ray
-
-        try:
-            self._record_usage(ray.get(actor.usage.remote(), timeout=30))
-        except Exception:  # noqa: BLE001 - a worker that cannot answer keeps them
-            pass
+        self.usage_keys.update(sent)
 
     def _spawn(self, ctx_args: dict[str, Any]) -> Any:
         import ray
 
         actor = ray.remote(EvalWorker).options(num_cpus=self.cpus, max_restarts=0, max_concurrency=1)
-        return actor.remote(self.build, ctx_args, self.limiter)
+        return actor.remote(self.build, ctx_args, self.limiter, self.inbox)
 
     def _start(self, count: int, ctx_args: dict[str, Any]) -> list[Any]:
         """``count`` workers, each with its program built; a worker that cannot build it stops the run here."""
@@ -175,12 +205,23 @@ class RayRunner:
         if not todo:
             return None
         import ray
-        from ray.exceptions import RayActorError
 
         count = min(self.workers, len(todo))
         if self.show_progress:
             say(f"ray: starting {count} workers ({self.cpus:g} CPU each) on {ray.get_runtime_context().gcs_address}")
         started = time.monotonic()
+        self.inbox = ray.remote(UsageInbox).options(num_cpus=0, max_restarts=0).remote()
+        try:
+            return self._run(todo, finish, count, started, ctx_args)
+        finally:  # the workers are killed by now: write what they sent, whatever stopped the run
+            self._drain_usage()
+            ray.kill(self.inbox)
+
+    def _run(self, todo: list[Any], finish: Callable[[dict[str, Any]], None], count: int, started: float,
+             ctx_args: dict[str, Any]) -> BaseException | None:
+        import ray
+        from ray.exceptions import RayActorError
+
         idle = self._start(count, ctx_args)
         self.timing = {"start_s": time.monotonic() - started}
         started = time.monotonic()
@@ -190,6 +231,7 @@ class RayRunner:
         written: set[str] = set()
         replaced, failure = 0, None
         max_events = len(todo) * self.max_item_attempts + self.max_replacements  # completions this run can see
+        next_drain = time.monotonic() + DRAIN_S
         try:
             for _ in range(max_events + 1):
                 while queue and idle and failure is None:
@@ -202,6 +244,9 @@ class RayRunner:
                 ready: list[Any] = []
                 while not ready:  # each pass returns within POLL_S, so Ctrl-C reaches the driver
                     ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_S)
+                    if time.monotonic() >= next_drain:
+                        self._drain_usage()
+                        next_drain = time.monotonic() + DRAIN_S
                 actor, item = inflight.pop(ready[0])
                 try:
                     record = ray.get(ready[0])
@@ -229,12 +274,9 @@ class RayRunner:
                     continue
                 except Exception as exc:  # noqa: BLE001 - raised inside the item: fatal errors and bugs stop the run
                     failure = failure or (_cause(exc) if is_fatal(exc) or isinstance(_cause(exc), SieveError) else exc)
-                    self._drain_usage(actor)
                     idle.append(actor)
                     continue
                 idle.append(actor)
-                self._record_usage(record["usage"])  # the calls were made: counted even if the item was written
-                record = record["record"]
                 if record["id"] not in written:
                     written.add(record["id"])
                     finish(record)

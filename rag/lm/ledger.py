@@ -4,17 +4,17 @@ Every attempt is one row: model, tokens in/out, cost at list price, latency, out
 ``rag usage`` prints the per-day, per-model totals. Rows are committed one by one, so the
 ledger stays whole when a run stops (a spent quota, Ctrl-C).
 
-A process may :func:`capture` its rows instead (a Ray eval worker, ``rag.distributed.eval``): they are kept in
-memory, handed over by :func:`take_captured`, and written by the process that owns the ledger (the driver) with
-:meth:`Ledger.write_rows`, so every call is in the driver's ledger once, whichever machine made it.
+A process may :func:`capture` its rows instead (a Ray eval worker, ``rag.distributed.eval``): each row is handed,
+as the call ends, to a function that sends it to the process that owns the ledger (the driver), which writes it
+with :meth:`Ledger.write_rows`, so every call is in the driver's ledger once, whichever machine made it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-import threading
 import time
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,26 +49,14 @@ class DayUsage:
 
 Row = tuple  # (ts, day, model, status, input_tokens, output_tokens, cost_usd, latency_s): one ``calls`` row
 
-_captured: list[Row] | None = None  # set by capture(): this process keeps its rows for another to write
-_captured_lock = threading.Lock()
+_send: Callable[[Row], None] | None = None  # set by capture(): this process hands its rows to another
 
 
-def capture() -> None:
-    """From now on, every ``Ledger.record`` in this process keeps its row in memory instead of writing it."""
-    global _captured
-    with _captured_lock:
-        if _captured is None:
-            _captured = []
-
-
-def take_captured() -> list[Row]:
-    """The rows captured since the last call (and forgets them); [] when this process does not capture."""
-    global _captured
-    with _captured_lock:
-        if not _captured:
-            return []
-        rows, _captured = _captured, []
-    return rows
+def capture(send: Callable[[Row], None] | None) -> None:
+    """From now on, every ``Ledger.record`` in this process calls ``send(row)`` instead of writing the row (None:
+    write them again)."""
+    global _send
+    _send = send
 
 
 def default_ledger_path() -> Path:
@@ -93,14 +81,14 @@ class Ledger:
         now = time.time()
         day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date().isoformat()
         row = (now, day, model, status, int(input_tokens or 0), int(output_tokens or 0), cost_usd, latency_s)
-        with _captured_lock:
-            if _captured is not None:
-                _captured.append(row)
-                return
+        send = _send
+        if send is not None:
+            send(row)
+            return
         self.write_rows([row])
 
     def write_rows(self, rows: list[Row]) -> None:
-        """Append rows recorded elsewhere (``take_captured`` in a worker), as they were, in one transaction."""
+        """Append rows recorded elsewhere (by a capturing worker), as they were, in one transaction."""
         if not rows:
             return
         with closing(self._connect()) as conn, conn:
