@@ -1,0 +1,63 @@
+"""`rag ask` loads its retriever in a background thread while DSPy and the LMs are prepared (rag.cli._InBackground):
+what that load raises still reaches the user as the one clean error line, and Ctrl-C during it still exits 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import rag.cli
+from rag.config import PROJECT_ROOT
+from tests.catalogue_support import check, damaged_index, run_cli
+
+
+def test_missing_index_is_one_clean_error_line(tmp_path: Path):
+    env = {**os.environ, "SIEVE_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-m", "rag", "ask", "what does assert do?"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip() == f"Error: No index at {tmp_path / 'home' / 'index'}. Build one with: rag index"
+
+
+def test_index_part_damaged_is_the_rebuild_error(tmp_path: Path):
+    # dense.faiss is read by the background load (Retriever.warm_up), not by Index.load
+    damaged_index("truncate-faiss")(tmp_path)
+    res = run_cli("ask", "what does assert do?", "--index-dir", tmp_path / "idx", "--mode", "dense", "--no-cache")
+    check(res, 1, r"^Error: Index at .*/idx is corrupt \(dense\.faiss: .*Rebuild it with: rag index .*--index-dir .*/idx")
+
+
+def _waiting_for_the_load(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "result" and frame.f_code.co_filename == rag.cli.__file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_ctrl_c_while_the_retriever_loads_exits_130(tmp_path: Path, monkeypatch):
+    release = threading.Event()
+
+    def slow_load(settings):  # Ctrl-C (a real SIGINT to the main thread) while it waits for this load
+        main, deadline = threading.main_thread(), time.monotonic() + 60
+        while not _waiting_for_the_load(main) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        signal.pthread_kill(main.ident, signal.SIGINT)
+        release.wait(60)
+
+    monkeypatch.setattr(rag.cli, "_load_retriever", slow_load)
+    # Python's own SIGINT handler, as in a new `rag` process: after some earlier tests in this process SIGINT is
+    # ignored (SIG_IGN), seen after tests/test_compile.py, test_failure_catalogue.py and test_index.py had run
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = run_cli("ask", "what does assert do?", "--index-dir", tmp_path / "none", "--no-cache")
+    finally:
+        release.set()
+        signal.signal(signal.SIGINT, previous)
+    check(res, 130, r"^Interrupted:")
