@@ -52,8 +52,8 @@ def test_ctrl_c_while_the_retriever_loads_exits_130(tmp_path: Path, monkeypatch)
         release.wait(60)
 
     monkeypatch.setattr(rag.cli, "_load_retriever", slow_load)
-    # Python's own SIGINT handler, as in a new `rag` process: after some earlier tests in this process SIGINT is
-    # ignored (SIG_IGN), seen after tests/test_compile.py, test_failure_catalogue.py and test_index.py had run
+    # Python's own SIGINT handler, as in a new `rag` process: pytest itself may run with SIGINT ignored (SIG_IGN is
+    # inherited by a job started in the background, as `cmd &` in a non-interactive shell does)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         res = run_cli("ask", "what does assert do?", "--index-dir", tmp_path / "none", "--no-cache")
