@@ -335,13 +335,7 @@ def export(model: str, dest: Path, sha: str, check_texts: Sequence[str] = (),
         del candidate
         meta.update(checked={"texts": len(texts), "min_cosine": round(worst, 7)}, onnx_sha256=_sha256_file(tmp / ONNX_FILE),
                     export_seconds=round(time.perf_counter() - started, 1))
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        try:
-            os.replace(tmp, dest)
-        except OSError:  # another process put the same export there first: keep theirs
-            if not (dest / META_FILE).is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        _publish(tmp, dest, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -353,6 +347,18 @@ def export(model: str, dest: Path, sha: str, check_texts: Sequence[str] = (),
 
 def _usable(folder: Path) -> bool:
     return (folder / META_FILE).is_file() and (folder / ONNX_FILE).is_file() and (folder / TOKENIZER_FILE).is_file()
+
+
+def _publish(tmp: Path, dest: Path, meta: dict) -> None:
+    """Write ``meta`` into the finished folder ``tmp`` and rename it to ``dest`` in one step; when another
+    process put the same encoder there first, keep theirs and drop ``tmp``."""
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    try:
+        os.replace(tmp, dest)
+    except OSError:
+        if not (dest / META_FILE).is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ensure_export(model: str, sha: str | None = None, check_texts: Sequence[str] = (),
@@ -400,13 +406,7 @@ def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None)
         worst = float(_cosines(OnnxEncoder(tmp).encode(texts), OnnxEncoder(source).encode(texts)).min())
         meta.update(checked={"texts": len(texts), "min_cosine_to_fp32": round(worst, 6)},
                     onnx_sha256=_sha256_file(tmp / ONNX_FILE), export_seconds=round(time.perf_counter() - started, 1))
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        try:
-            os.replace(tmp, dest)
-        except OSError:
-            if not (dest / META_FILE).is_file():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        _publish(tmp, dest, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
