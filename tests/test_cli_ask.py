@@ -1,28 +1,17 @@
 """`rag ask` loads its retriever in a background thread while DSPy and the LMs are prepared (rag.cli._InBackground):
-what that load raises still reaches the user as the one clean error line, and Ctrl-C during it still exits 130."""
+what that load raises still reaches the user as the one clean error line (a missing index, in a real process:
+tests/test_cli_retrieval.py), and Ctrl-C during it still exits 130."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import rag.cli
-from rag.config import PROJECT_ROOT
 from tests.catalogue_support import check, damaged_index, run_cli
-
-
-def test_missing_index_is_one_clean_error_line(tmp_path: Path):
-    env = {**os.environ, "SIEVE_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-m", "rag", "ask", "what does assert do?"], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stdout == ""
-    assert proc.stderr.strip() == f"Error: No index at {tmp_path / 'home' / 'index'}. Build one with: rag index"
 
 
 def test_index_part_damaged_is_the_rebuild_error(tmp_path: Path):
