@@ -5,6 +5,10 @@
                   \\-> refuse                             (never answers from rejected context)
 
 With ``use_reflection=False`` it is the baseline: retrieve, then answer from whatever came back.
+
+Once the grader accepts, the answerer reads (``answer_context``) the very context the grader read ("graded", the
+default: same text, so llama.cpp reuses its KV cache and the passages are read once per question) or only the
+passages the grader listed ("accepted").
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
-                 grade_passage_chars: int | None = None):
+                 grade_passage_chars: int | None = None, answer_context: str = "graded"):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
         self.use_reflection = use_reflection
         self.top_k = top_k  # None: the retriever's own top_k
         self.grade_passage_chars = grade_passage_chars  # None: the grader sees whole passages
+        if answer_context not in ("graded", "accepted"):
+            raise ValueError(f"answer_context must be 'graded' or 'accepted', got {answer_context!r}")
+        self.answer_context = answer_context
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
@@ -52,6 +59,8 @@ class Sieve(dspy.Module):
                 return self._answer(question, hits, trace)
             relevant, reason = self._grade(question, hits, trace)
             if relevant:
+                if self.answer_context == "graded":
+                    return self._answer(question, hits, trace, max_chars=self.grade_passage_chars)
                 return self._answer(question, relevant, trace)
             if attempt == self.max_rewrites:
                 return self._refuse(hits, trace, reason)
@@ -109,10 +118,11 @@ class Sieve(dspy.Module):
         step.rewrite = new[:MAX_QUESTION_CHARS]
         return step.rewrite
 
-    def _answer(self, question: str, hits: list[Any], trace: Trace) -> dspy.Prediction:
+    def _answer(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None) -> dspy.Prediction:
         shown = [h.chunk_id for h in hits]
         step = trace.add(Step(node="answer", shown_ids=shown))
-        pred, stats = self._call("answerer", self.respond, question=question, context=format_context(hits))
+        context = format_context(hits, max_chars=max_chars)
+        pred, stats = self._call("answerer", self.respond, question=question, context=context)
         _record(step, stats)
         answer = str(pred.answer or "").strip()
         valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)

@@ -29,6 +29,7 @@ MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
 EMBEDDING_PRECISIONS = ("fp32", "int8")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
+ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
 
 
 def sieve_home() -> Path:
@@ -69,6 +70,10 @@ class Settings:
     # the grader sees only the first N characters of each passage (the answerer still sees them whole): a latency
     # lever for small local models; None = whole passages (benchmarks/results/subject_guard.md measures 600 on dev)
     grade_passage_chars: int | None = None
+    # what the answerer reads once the grader accepts: "graded" = the very context the grader read (every passage
+    # shown, cut as the grader saw them; llama.cpp then reuses its KV cache for it, so the passages are read once);
+    # "accepted" = only the passages the grader listed, whole
+    answer_context: str = "graded"
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None
@@ -131,6 +136,9 @@ class Settings:
             raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
         if self.grade_passage_chars is not None and self.grade_passage_chars < 1:
             raise ConfigError(f"grade_passage_chars must be >= 1 (or unset for whole passages), got {self.grade_passage_chars}")
+        if self.answer_context not in ANSWER_CONTEXTS:
+            raise ConfigError(f"answer_context={self.answer_context!r} is not allowed; use one of: "
+                              f"{', '.join(ANSWER_CONTEXTS)}")
         if self.max_rewrites < 0:
             raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
         if not 0 <= self.chunk_overlap < self.chunk_size:

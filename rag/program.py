@@ -43,7 +43,8 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     lms = lms_for_roles(settings)
     models = resolve_specs(settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
-                  top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars)
+                  top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
+                  answer_context=settings.answer_context)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

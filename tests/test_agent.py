@@ -29,19 +29,23 @@ def nodes(pred):
     return [s.node for s in pred.trace.steps]
 
 
-def test_answers_directly_when_context_is_relevant(retriever):
+@pytest.mark.parametrize("answer_context", ["graded", "accepted"])
+def test_answers_directly_when_context_is_relevant(retriever, answer_context):
     pred = run(retriever, [
         {"reason": "passage with#001 says it", "relevant": True, "relevant_chunk_ids": ["with#001"]},
         {"answer": "It wraps a block with a context manager's methods [with#001].", "cited_ids": ["with#001"]},
-    ])
+    ], answer_context=answer_context)
     assert nodes(pred) == ["retrieve", "grade", "answer"]
     assert not pred.refused and pred.trace.outcome == "answered"
     assert pred.citations == ["with#001"]
     assert pred.sources[0]["chunk_id"] == "with#001"
     grade = pred.trace.of("grade")[0]
     assert grade.verdict is True and grade.chosen_ids == ["with#001"] and "with#001" in grade.shown_ids
-    # the answer step saw only the graded-relevant passage
-    assert pred.trace.of("answer")[0].shown_ids == ["with#001"]
+    answer = pred.trace.of("answer")[0]
+    if answer_context == "graded":  # the answerer reads every passage the grader read, in the same order
+        assert answer.shown_ids == grade.shown_ids and len(grade.shown_ids) > 1
+    else:  # only the passage the grader listed
+        assert answer.shown_ids == ["with#001"]
 
 
 def test_rewrites_exactly_once_then_answers(retriever):
@@ -184,17 +188,30 @@ def test_a_subject_in_the_accepted_passage_keeps_the_verdict(retriever):
     assert not pred.refused and pred.trace.of("grade")[0].verdict is True
 
 
-def test_grade_passage_chars_cuts_the_passages_for_the_grader_only(retriever):
+@pytest.mark.parametrize("answer_context", ["graded", "accepted"])
+def test_grade_passage_chars_cuts_the_passages_the_grader_reads(retriever, answer_context):
     lm = DummyLM([
         {"subject": "with statement", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says"},
         {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."},
     ])
     dspy.configure(lm=lm)
-    pred = Sieve(retriever, grade_passage_chars=40)(question="What does the with statement do?")
+    agent = Sieve(retriever, grade_passage_chars=40, answer_context=answer_context)
+    pred = agent(question="What does the with statement do?")
     assert not pred.refused
     full = retriever.index.by_id["with#001"].text.strip()
     from dspy.clients.base_lm import GLOBAL_HISTORY  # every call, whichever copy of the LM made it
 
-    grade_prompt, answer_prompt = (str(call["messages"]) for call in GLOBAL_HISTORY[-2:])
-    assert full[:40].strip() in grade_prompt.replace("\\n", "\n") and full[40:120] not in grade_prompt.replace("\\n", "\n")
-    assert full[40:120] in answer_prompt.replace("\\n", "\n")  # the answerer still sees the whole passage
+    grade_prompt, answer_prompt = (str(call["messages"]).replace("\\n", "\n") for call in GLOBAL_HISTORY[-2:])
+    assert full[:40].strip() in grade_prompt and full[40:120] not in grade_prompt
+    if answer_context == "accepted":  # the answerer sees the accepted passage whole
+        assert full[40:120] in answer_prompt
+    else:  # the answerer reads the grader's context as it was: the same text, so the prompts share that prefix
+        context = format_context(retriever.search("What does the with statement do?"), max_chars=40)
+        assert context in grade_prompt and context in answer_prompt and full[40:120] not in answer_prompt
+
+
+def test_an_unknown_answer_context_is_refused(retriever):
+    with pytest.raises(ValueError, match="graded"):
+        Sieve(retriever, answer_context="all")
+
+
