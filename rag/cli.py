@@ -140,7 +140,7 @@ def index_cmd(
                 if path is not None else load_builtin_topics())
         source = f"folder:{path.expanduser().resolve()}" if path is not None else "builtin"
         items = chunk_documents(docs, settings.chunk_size, settings.chunk_overlap)
-        skipped = docs.skipped_summary() if hasattr(docs, "skipped_summary") else ""
+        skipped = docs.skipped_summary()
         if not quiet:
             err(f"{len(docs)} documents -> {len(items)} chunks" + (f" ({skipped})" if skipped else ""))
     embedder = None

@@ -82,7 +82,7 @@ class Documents(list):
         return f"skipped {n} file{'s' if n != 1 else ''}: " + ", ".join(f"{k} {why}" for why, k in self.skipped.most_common())
 
 
-def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
+def load_builtin_topics(names: list[str] | None = None) -> Documents:
     """The CPython language-reference topics (``pydoc_data.topics.topics``), one document per topic.
 
     ``names`` restricts to a subset (unknown names raise :class:`InputError`); the default is all.
@@ -98,7 +98,7 @@ def load_builtin_topics(names: list[str] | None = None) -> list[Document]:
         text = topics[name]
         first = text.lstrip().splitlines()[0].strip() if text.strip() else name
         docs.append(Document(doc_id=name, text=text, title=first, source=f"pydoc:{name}", meta={"topic": name}))
-    return docs
+    return Documents(docs)
 
 
 def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> Documents:
