@@ -247,28 +247,31 @@ def section_index(lines: list[str], env: dict[str, str], work: Path, shared: Pat
                     out.write(line)
                     n += 1
         corpora.append((f"polygraph ({n} chunks)", ["--chunks", subset], n))
+    paths = {"torch": {"SIEVE_EMBEDDING_RUNTIME": "torch", "SIEVE_EMBEDDING_PRECISION": "fp32"},
+             "onnx": {"SIEVE_EMBEDDING_RUNTIME": "onnx", "SIEVE_EMBEDDING_PRECISION": "fp32"},
+             "onnx int8": {"SIEVE_EMBEDDING_RUNTIME": "onnx", "SIEVE_EMBEDDING_PRECISION": "int8"}}
     lines += ["## Cold `rag index` (a new process, a new index folder)", "",
               "From process start to the index written: imports, model load, embedding, bm25s, FAISS. "
-              f"Median of {repeats}; the ONNX export itself is made once per model and timed below.", "",
-              "| corpus | path | wall s | CPU s | chunks/s (wall) | embed s (manifest) | torch / onnx (wall) |",
+              f"Median of {repeats}, the paths interleaved; the ONNX export (and its int8 quantization) is made once "
+              "per model and timed below.", "",
+              "| corpus | path | wall s | CPU s | chunks/s (wall) | embed s (manifest) | torch / path (wall) |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, args, n in corpora:
-        rows: dict[str, list[dict]] = {r: [] for r in RUNTIMES}
-        embed_s: dict[str, list[float]] = {r: [] for r in RUNTIMES}
+        rows: dict[str, list[dict]] = {p: [] for p in paths}
+        embed_s: dict[str, list[float]] = {p: [] for p in paths}
         for i in range(repeats):
-            for runtime in RUNTIMES:
-                target = work / f"idx-{runtime}-{i}-{len(args)}"
+            for label, path_env in paths.items():
+                target = work / f"idx-{label.replace(' ', '-')}-{i}-{len(args)}"
                 shutil.rmtree(target, ignore_errors=True)
-                rows[runtime].append(cold(["index", *args, "--index-dir", target, "-q"],
-                                          {**env, "SIEVE_EMBEDDING_RUNTIME": runtime}))
+                rows[label].append(cold(["index", *args, "--index-dir", target, "-q"], {**env, **path_env}))
                 manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
-                embed_s[runtime].append(manifest["timings"]["embed_seconds"])
+                embed_s[label].append(manifest["timings"]["embed_seconds"])
                 shutil.rmtree(target, ignore_errors=True)
-        for runtime in RUNTIMES:
-            r = rows[runtime]
-            last = ratio(med(rows["torch"], "wall"), med(rows["onnx"], "wall")) if runtime == "onnx" else ""
-            lines.append(f"| {name} | {runtime} | {med(r, 'wall'):.1f} | {med(r, 'cpu'):.1f} | {n / med(r, 'wall'):.1f} | "
-                         f"{statistics.median(embed_s[runtime]):.1f} | {last} |")
+        for label in paths:
+            r = rows[label]
+            last = ratio(med(rows["torch"], "wall"), med(r, "wall")) if label != "torch" else ""
+            lines.append(f"| {name} | {label} | {med(r, 'wall'):.1f} | {med(r, 'cpu'):.1f} | {n / med(r, 'wall'):.1f} | "
+                         f"{statistics.median(embed_s[label]):.1f} | {last} |")
     lines.append("")
 
 
