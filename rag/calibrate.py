@@ -5,6 +5,9 @@ Labels live in ``golden/judge_labels.jsonl``, one per line::
     {"id": ..., "question": ..., "answer": ..., "correct": true, "faithful": true, "note": "...", "run": "full-..."}
 
 A label applies to a run record with the same ``id`` AND the same answer text (a new answer needs a new label).
+A label may also list the ``citations`` it was given for: "faithful" depends on which passages an answer cites,
+and two runs can write the same text citing different passages. Such a label applies only to a record with
+those citations, and it is preferred over a label of the same answer that lists none.
 """
 
 from __future__ import annotations
@@ -38,6 +41,26 @@ def _key(rec: Mapping[str, Any]) -> tuple[str, str]:
     return str(rec["id"]), " ".join(str(rec.get("answer") or "").split())
 
 
+def _cited(rec: Mapping[str, Any]) -> tuple[str, ...] | None:
+    cited = rec.get("citations")
+    return None if cited is None else tuple(sorted(str(c) for c in cited))
+
+
+def _store_key(lab: Mapping[str, Any]) -> tuple[str, str, tuple[str, ...] | None]:
+    return (*_key(lab), _cited(lab))
+
+
+class _Lookup:
+    """The label of a record: same id and answer, and the same citations where the label lists them."""
+
+    def __init__(self, labels: Iterable[Mapping[str, Any]]):
+        self._by = {_store_key(lab): lab for lab in labels}  # later labels win
+
+    def __call__(self, rec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        key = _key(rec)
+        return self._by.get((*key, _cited(rec) or ())) or self._by.get((*key, None))
+
+
 def load_labels(path: str | Path) -> list[dict[str, Any]]:
     """Read a labels file; a bad line is an InputError naming the line and field."""
     path = Path(path)
@@ -64,7 +87,7 @@ def load_labels(path: str | Path) -> list[dict[str, Any]]:
 def save_labels(path: str | Path, labels: Iterable[Mapping[str, Any]]) -> None:
     """Write all labels atomically (temp file, then rename), one per line, later labels win per (id, answer)."""
     path = Path(path)
-    merged = {_key(lab): dict(lab) for lab in labels}
+    merged = {_store_key(lab): dict(lab) for lab in labels}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(json.dumps(v, ensure_ascii=False) + "\n" for v in merged.values()), encoding="utf-8")
@@ -79,14 +102,15 @@ def labelable(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if r.get("status") != "ok" or not pred or pred["refused"] or not verdict or "error" in verdict:
             continue
         out.append({"id": r["id"], "question": r["question"], "reference": r.get("reference_answer", ""),
-                    "answer": pred["answer"], "judge": verdict, "run": r.get("config", "")})
+                    "answer": pred["answer"], "citations": list(pred.get("citations") or []), "judge": verdict,
+                    "run": r.get("config", "")})
     return out
 
 
 def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Judge vs human on the records that have a label: n, and per field accuracy and Cohen's kappa."""
-    by_key = {_key(lab): lab for lab in labels}
-    pairs = [(c, by_key[_key(c)]) for c in labelable(records) if _key(c) in by_key]
+    lookup = _Lookup(labels)
+    pairs = [(c, lab) for c in labelable(records) for lab in [lookup(c)] if lab is not None]
     out: dict[str, Any] = {"n": len(pairs)}
     for name in FIELDS:
         judge = [bool(c["judge"][name]) for c, _ in pairs]
@@ -103,7 +127,7 @@ def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mappin
     is wrong, an answer is what its label says, None when the answer has no label. ``grounded``: right only when
     the label also says faithful (the cited passages support it), so an answer from the model's own knowledge
     with unrelated citations does not count."""
-    by_key = {_key(lab): lab for lab in labels}
+    lookup = _Lookup(labels)
     out: dict[tuple[str, str], bool | None] = {}
     for r in records:
         if r.get("should_refuse"):
@@ -111,7 +135,7 @@ def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mappin
         pred = r.get("prediction") or {}
         right: bool | None = False
         if r.get("status") == "ok" and pred and not pred.get("refused"):
-            lab = by_key.get((str(r["id"]), " ".join(str(pred.get("answer") or "").split())))
+            lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
             right = None if lab is None else bool(lab["correct"]) and (bool(lab["faithful"]) or not grounded)
         out[(str(r.get("config", "")), str(r["id"]))] = right
     return out
@@ -169,11 +193,12 @@ def label_interactively(records: Iterable[Mapping[str, Any]], labels: list[dict[
     Returns how many labels were added. ``ask(prompt) -> str`` and ``show(text)`` are typer.prompt / typer.echo
     in the CLI; at most ``max_items`` answers are shown.
     """
-    have = {_key(lab) for lab in labels}
-    todo = [c for c in labelable(records) if _key(c) not in have][:max_items]
+    lookup = _Lookup(labels)
+    todo = [c for c in labelable(records) if lookup(c) is None][:max_items]
     added = 0
     for i, c in enumerate(todo, 1):
-        show(f"\n[{i}/{len(todo)}] {c['id']}\nQ: {c['question']}\nReference: {c['reference']}\nAnswer: {c['answer']}")
+        show(f"\n[{i}/{len(todo)}] {c['id']}\nQ: {c['question']}\nReference: {c['reference']}\nAnswer: {c['answer']}"
+             f"\nCites: {', '.join(c['citations']) or '(nothing)'}")
         values: dict[str, bool] = {}
         for name in FIELDS:
             reply = _yes_no(ask, f"{name}? [y]es / [n]o / [s]kip / [q]uit")
@@ -185,8 +210,8 @@ def label_interactively(records: Iterable[Mapping[str, Any]], labels: list[dict[
         if len(values) < len(FIELDS):
             continue
         note = ask("note (optional)").strip()
-        labels.append({"id": c["id"], "question": c["question"], "answer": c["answer"], **values,
-                       "note": note, "run": c["run"]})
+        labels.append({"id": c["id"], "question": c["question"], "answer": c["answer"], "citations": c["citations"],
+                       **values, "note": note, "run": c["run"]})
         save_labels(store, labels)
         added += 1
     return added

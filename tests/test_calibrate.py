@@ -131,3 +131,27 @@ def test_grounded_outcomes_count_a_right_answer_its_citations_do_not_support_as_
     assert human_accuracy(records, labels, grounded=True)["baseline"]["correct"] == 1
     (pair,) = human_paired(records, labels, grounded=True)
     assert (pair["a_right"], pair["b_right"], pair["only_a"], pair["only_b"]) == (1, 1, 1, 1)
+
+
+def test_a_label_with_citations_applies_only_to_an_answer_citing_those_passages(tmp_path):
+    from rag.calibrate import human_accuracy
+
+    def rec(iid, config, cited):
+        return {"id": iid, "config": config, "status": "ok", "should_refuse": False,
+                "prediction": {"refused": False, "answer": "same text", "citations": cited}}
+
+    # two runs write the same answer; only one cites the passage that states it
+    records = [rec("a1", "accepted", ["gold#000"]), rec("a1", "graded", ["other#001"]), rec("a1", "third", ["x#002"])]
+    labels = [{"id": "a1", "answer": "same text", "correct": True, "faithful": True, "citations": ["gold#000"]},
+              {"id": "a1", "answer": "same text", "correct": True, "faithful": False, "citations": ["other#001"]}]
+    grounded = human_accuracy(records, labels, grounded=True)
+    assert grounded["accepted"]["correct"] == 1 and grounded["graded"]["correct"] == 0
+    assert grounded["third"] == {**grounded["third"], "n": 0, "unlabelled": 1}  # cites other passages: a new label
+    # a label without citations still applies to any citations, but one that names them wins
+    labels.append({"id": "a1", "answer": "same text", "correct": False, "faithful": False})
+    assert human_accuracy(records, labels)["third"]["correct"] == 0
+    assert human_accuracy(records, labels)["accepted"]["correct"] == 1
+    # storing keeps one label per answer and citations
+    save_labels(tmp_path / "l.jsonl", labels + [dict(labels[0], note="relabelled")])
+    stored = load_labels(tmp_path / "l.jsonl")
+    assert len(stored) == 3 and stored[0]["note"] == "relabelled"
