@@ -504,7 +504,7 @@ def calibrate(
 ) -> None:
     """Label answers by hand (or import labels) and report the judge's accuracy and Cohen's kappa against them.
 
-    Interactive: each answered item shows question, reference and answer; reply y/n per field, s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text.
+    Interactive: each answered item shows question, reference and answer; reply y/n per field, s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text (and its citations, where the label lists them). Two runs of the same config are told apart by their folder names.
 
     Examples:
       rag calibrate --run ~/.cache/sieve/runs/full-1a2b3c4d5e6f
@@ -517,7 +517,11 @@ def calibrate(
     from rag.runs import read_records
 
     _clean_warnings()
-    records = [rec for one in run for rec in read_records(one)]
+    per_run = [read_records(one) for one in run]
+    configs = [str(recs[0].get("config") or "") if recs else "" for recs in per_run]
+    names = [(f"{c} ({one.name})" if c else one.name) if configs.count(c) > 1 else c  # two runs of one config
+             for c, one in zip(configs, run)]
+    records = [{**rec, "config": name} for recs, name in zip(per_run, names) for rec in recs]
     if not records:
         raise SieveError(f"{', '.join(map(str, run))} hold(s) no results; run rag eval first, or pass the run directory it printed")
     have = load_labels(store)

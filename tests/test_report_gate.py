@@ -170,6 +170,34 @@ def test_cli_report_and_calibrate_with_a_labels_file(runs, tmp_path):
     assert store.is_file() and len(store.read_text().splitlines()) == 2
 
 
+def test_calibrate_tells_two_runs_of_one_config_apart(runs, tmp_path):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    again = tmp_path / "full-again"
+    shutil.copytree(runs[1], again)
+    store = tmp_path / "labels.jsonl"
+    store.write_text('{"id": "a1", "answer": "x", "correct": true, "faithful": true}\n')
+    res = CliRunner().invoke(app, ["calibrate", "--run", str(runs[1]), "--run", str(again), "--store", str(store),
+                                   "--no-label", "--json"])
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout[res.stdout.index("{"):])
+    assert sorted(result["human_e2e"]) == ["full-abc", "full-again"]  # these records carry no config: the folders
+    (pair,) = result["human_paired"]
+    assert pair["n"] == 1 and pair["a_right"] == pair["b_right"]
+    for folder in (runs[1], again):  # records that name their config, as rag eval writes them
+        path = folder / "results.jsonl"
+        path.write_text("".join(json.dumps({**json.loads(line), "config": "full"}) + "\n"
+                                for line in path.read_text().splitlines() if line.strip()))
+    res = CliRunner().invoke(app, ["calibrate", "--run", str(runs[1]), "--run", str(again), "--store", str(store),
+                                   "--no-label", "--json"])
+    result = json.loads(res.stdout[res.stdout.index("{"):])
+    assert sorted(result["human_e2e"]) == ["full (full-abc)", "full (full-again)"]
+
+
 def test_report_shortens_long_error_details(tmp_path):
     long_error = "AdapterParseError: failed.\n\nLM Response: " + "1." * 500
     make_run(tmp_path / "r", "full", [(item("e1"), None, {"g1"}, None)])
