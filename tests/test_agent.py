@@ -215,3 +215,12 @@ def test_an_unknown_answer_context_is_refused(retriever):
         Sieve(retriever, answer_context="all")
 
 
+
+
+def test_the_answer_context_setting_lists_its_allowed_values():
+    from rag.config import Settings
+    from rag.errors import ConfigError
+
+    assert Settings().validate().answer_context == "graded"
+    with pytest.raises(ConfigError, match="answer_context='all' is not allowed; use one of: graded, accepted"):
+        Settings().replace(answer_context="all").validate()
