@@ -116,7 +116,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def _name(run: dict[str, Any]) -> str:
-    return run["summary"].get("config_name") or run["dir"].name
+    return run.get("name") or run["summary"].get("config_name") or run["dir"].name
+
+
+def _name_apart(runs: Sequence[dict[str, Any]]) -> None:
+    """Two runs of one config are named after their folders too: "full (eval-full-a)", "full (eval-full-b)"."""
+    names = [_name(r) for r in runs]
+    for r, name in zip(runs, names):
+        if names.count(name) > 1:
+            r["name"] = f"{name} ({r['dir'].name})"
 
 
 def metric_table(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -147,6 +155,7 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
     if not run_dirs:
         raise InputError("no run directories given and none found; run rag eval --config NAME first")
     runs = [load_run(d) for d in run_dirs]
+    _name_apart(runs)
     lines = ["# Sieve evaluation report", ""]
     for r in runs:
         s = r["summary"]

@@ -198,6 +198,19 @@ def test_calibrate_tells_two_runs_of_one_config_apart(runs, tmp_path):
     assert sorted(result["human_e2e"]) == ["full (full-abc)", "full (full-again)"]
 
 
+def test_report_names_two_runs_of_one_config_after_their_folders(runs, tmp_path):
+    import shutil
+
+    from rag.report import report
+
+    again = tmp_path / "full-again"
+    shutil.copytree(runs[1], again)
+    text = report([runs[1], again], failures=0)
+    assert "| Metric | full (full-abc) | full (full-again) |" in text
+    assert "### full (full-again) vs full (full-abc)" in text
+    assert "| Metric | full | baseline |" in report([runs[1], runs[0]], failures=0)  # distinct configs keep their names
+
+
 def test_report_shortens_long_error_details(tmp_path):
     long_error = "AdapterParseError: failed.\n\nLM Response: " + "1." * 500
     make_run(tmp_path / "r", "full", [(item("e1"), None, {"g1"}, None)])
