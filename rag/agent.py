@@ -19,6 +19,7 @@ from typing import Any
 
 import dspy
 
+from rag.config import ANSWER_CONTEXTS
 from rag.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
 from rag.errors import InputError
 from rag.metering import CallStats, metered_call
@@ -40,8 +41,8 @@ class Sieve(dspy.Module):
         self.use_reflection = use_reflection
         self.top_k = top_k  # None: the retriever's own top_k
         self.grade_passage_chars = grade_passage_chars  # None: the grader sees whole passages
-        if answer_context not in ("graded", "accepted"):
-            raise ValueError(f"answer_context must be 'graded' or 'accepted', got {answer_context!r}")
+        if answer_context not in ANSWER_CONTEXTS:
+            raise ValueError(f"answer_context must be one of {', '.join(ANSWER_CONTEXTS)}, got {answer_context!r}")
         self.answer_context = answer_context
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)

@@ -514,13 +514,11 @@ def calibrate(
     import json
 
     from rag.calibrate import agreement, human_accuracy, human_paired, label_interactively, load_labels, save_labels
-    from rag.runs import read_records
+    from rag.runs import names_apart, read_records
 
     _clean_warnings()
     per_run = [read_records(one) for one in run]
-    configs = [str(recs[0].get("config") or "") if recs else "" for recs in per_run]
-    names = [(f"{c} ({one.name})" if c else one.name) if configs.count(c) > 1 else c  # two runs of one config
-             for c, one in zip(configs, run)]
+    names = names_apart([str(recs[0].get("config") or "") if recs else "" for recs in per_run], run)
     records = [{**rec, "config": name} for recs, name in zip(per_run, names) for rec in recs]
     if not records:
         raise SieveError(f"{', '.join(map(str, run))} hold(s) no results; run rag eval first, or pass the run directory it printed")

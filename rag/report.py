@@ -17,7 +17,7 @@ from typing import Any
 
 from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
-from rag.runs import RESULTS, SUMMARY, read_records, recompute_summary
+from rag.runs import RESULTS, SUMMARY, names_apart, read_records, recompute_summary
 from rag.trace import Trace
 
 # (metric key, label, format) in table order
@@ -120,11 +120,9 @@ def _name(run: dict[str, Any]) -> str:
 
 
 def _name_apart(runs: Sequence[dict[str, Any]]) -> None:
-    """Two runs of one config are named after their folders too: "full (eval-full-a)", "full (eval-full-b)"."""
-    names = [_name(r) for r in runs]
-    for r, name in zip(runs, names):
-        if names.count(name) > 1:
-            r["name"] = f"{name} ({r['dir'].name})"
+    """Two runs of one config are named after their folders too (:func:`rag.runs.names_apart`)."""
+    for r, name in zip(runs, names_apart([_name(r) for r in runs], [r["dir"] for r in runs])):
+        r["name"] = name
 
 
 def metric_table(runs: Sequence[dict[str, Any]]) -> list[str]:

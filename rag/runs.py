@@ -44,6 +44,12 @@ def default_run_dir(config_name: str, ghash: str, overrides: list[str] | None = 
     return sieve_home() / "runs" / f"{config_name}-{ghash}{variant}"
 
 
+def names_apart(names: Sequence[str], dirs: Sequence[Path]) -> list[str]:
+    """Run names that tell two runs of one config apart: "full (eval-full-a)", "full (eval-full-b)"; a run without a
+    name is named after its folder."""
+    return [(f"{n} ({Path(d).name})" if n else Path(d).name) if names.count(n) > 1 else n for n, d in zip(names, dirs)]
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file, then rename."""
     tmp = path.with_name(path.name + ".tmp")
