@@ -23,7 +23,7 @@ import dspy
 from dspy.utils.usage_tracker import UsageTracker
 
 from optimize.budget import CallCounter
-from optimize.optimizers import OPTIMIZERS, calls_upper_bound, run_optimizer, search
+from optimize.optimizers import MAX_DEMOS, OPTIMIZERS, calls_upper_bound, run_optimizer, search
 from optimize.tasks import build_tasks
 from rag import artifacts
 from rag.config import ROLES, Settings, sieve_home
@@ -157,14 +157,17 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
                     budget: int | None = None, dry_run: bool = False, out: str | None = None,
                     labels: Path | None = None, show_progress: bool = True, effort: str = "light",
                     max_examples: tuple[int, int, int] | None = None, fresh: bool = False,
-                    lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
+                    max_demos: int = MAX_DEMOS, lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
     """Compile ``roles`` and save an artifact; ``fresh`` ignores finished work from earlier runs (the DSPy
-    cache still answers repeated LM calls); ``lms`` overrides the configured LMs per role (tests)."""
+    cache still answers repeated LM calls); ``max_demos`` caps the demos per predictor (each grader or answerer
+    demo adds a whole context to every call); ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
     from rag.lm.roles import build_lm, lms_for_roles, resolve_specs
     from rag.retrieve import Retriever
 
+    if max_demos < 0:
+        raise ConfigError(f"--max-demos must be 0 or more, got {max_demos}")
     roles = roles or ["grader", "rewriter", "answerer"]
     items = load_golden(golden)
     if not items:
@@ -183,10 +186,12 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
 
     models = resolve_specs(settings)
     golden_hash = hashlib.sha256(Path(golden).read_bytes()).hexdigest()[:16]
-    run_settings = {k: settings.to_dict()[k] for k in ("mode", "top_k", "candidates", "max_rewrites")}
+    run_settings = {k: settings.to_dict()[k]
+                    for k in ("mode", "top_k", "candidates", "max_rewrites", "grade_passage_chars")}
     # finished work is reused only for the same examples, retrieval settings (they shape each prompt), models
     proposer = settings.proposer_model or models.get("answerer")
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "effort": effort, "models": models,
+                            "max_demos": max_demos,
                             "proposer": proposer,
                             "examples": _example_ids(tasks), "settings": run_settings,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
@@ -197,7 +202,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     for role, task in tasks.items():
         lm = lms.get(role) or lms["answerer"]  # the agent role runs each step on its own role's LM
         program, before, after, spend[role] = _compile_role(
-            task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh,
+            task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh, max_demos=max_demos,
             proposer_lm=lms.get("proposer") or lms.get("answerer"), show_progress=show_progress)
         compiled[role] = program
         scores[role] = {"dev_before": before["dev"], "dev_after": after["dev"],
@@ -217,7 +222,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     manifest = {
         "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
-        "optimizer_settings": {"max_demos": 2, "budget": budget, "effort": effort, "max_examples": max_examples,
+        "optimizer_settings": {"max_demos": max_demos, "budget": budget, "effort": effort, "max_examples": max_examples,
                                "roles": list(tasks), "proposer": proposer},
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,
@@ -229,7 +234,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
 
 
 def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, effort: str, fresh: bool,
-                  proposer_lm: dspy.BaseLM | None, show_progress: bool
+                  max_demos: int, proposer_lm: dspy.BaseLM | None, show_progress: bool
                   ) -> tuple[dspy.Module, dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Score before, optimize, score after, checkpoint to ``done``; or reuse ``done`` if it holds finished work."""
     state = json.loads(done.read_text()) if done.is_file() and not fresh else {}
@@ -248,7 +253,7 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
             stack.enter_context(contextlib.redirect_stdout(chatter))
             stack.enter_context(dspy.context(lm=lm))
             program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
-                                    lm, proposer_lm=proposer_lm, effort=effort)
+                                    lm, proposer_lm=proposer_lm, effort=effort, max_demos=max_demos)
         after = _scores(program, task, lm, show_progress, "after")
     spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1),
              "model_calls": sum(len(calls) for calls in usage.usage_data.values())}  # the rest came from the cache

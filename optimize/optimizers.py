@@ -22,7 +22,7 @@ from rag.errors import ConfigError
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa")
 EFFORTS = ("light", "medium")
-MAX_DEMOS = 2  # demos carry whole contexts; more would overflow a small model's window
+MAX_DEMOS = 2  # default demos per predictor: each carries a whole context; more would overflow a 4k window
 GEPA_MINIBATCH = 3  # examples GEPA reflects on per iteration
 
 
@@ -110,26 +110,29 @@ def with_feedback(role: str, metric: Any) -> Any:
 
 def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train: list, dev: list,
                   lm: dspy.BaseLM, proposer_lm: dspy.BaseLM | None = None, seed: int = 0,
-                  effort: str = "light") -> dspy.Module:
+                  effort: str = "light", max_demos: int = MAX_DEMOS) -> dspy.Module:
     """Compile ``program`` with optimizer ``name``; returns the compiled copy. ``lm`` runs the task;
-    ``proposer_lm`` (default ``lm``) writes the new instructions of MIPROv2 and GEPA."""
+    ``proposer_lm`` (default ``lm``) writes the new instructions of MIPROv2 and GEPA. ``max_demos``: at most this
+    many demos per predictor (0: instructions only; GEPA adds none)."""
+    if max_demos < 0:
+        raise ConfigError(f"max_demos must be 0 or more, got {max_demos}")
     proposer_lm = proposer_lm or lm
     s = search(effort)
     # a labelled demo is a raw golden example; for the whole agent it has none of a step's fields (no context,
     # no verdict), so end to end only bootstrapped traces, which carry every step's inputs and outputs, are demos
-    labeled = 0 if role == "agent" else MAX_DEMOS
+    labeled = 0 if role == "agent" else max_demos
     if name == "bootstrap":
-        opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=labeled,
+        opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=labeled,
                                     max_rounds=1)
         return opt.compile(program, trainset=train)
     if name == "random-search":
-        opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=MAX_DEMOS,
+        opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=max_demos,
                                                     max_labeled_demos=labeled, num_candidate_programs=s.random_candidates,
                                                     num_threads=1)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "mipro":
         opt = dspy.MIPROv2(metric=metric, prompt_model=proposer_lm, task_model=lm, auto=effort, num_threads=1,
-                           max_bootstrapped_demos=MAX_DEMOS, max_labeled_demos=labeled, seed=seed, verbose=False)
+                           max_bootstrapped_demos=max_demos, max_labeled_demos=labeled, seed=seed, verbose=False)
         return opt.compile(program, trainset=train, valset=dev or None)
     if name == "gepa":
         opt = dspy.GEPA(metric=with_feedback(role, metric), max_metric_calls=gepa_metric_calls(len(train), len(dev), effort),

@@ -86,10 +86,11 @@ class RoleTask:
 
 
 # ------------------------------------------------------------------ examples
-def grader_example(item: Any, hits: Sequence[Any], gold: set[str]) -> dspy.Example:
+def grader_example(item: Any, hits: Sequence[Any], gold: set[str], max_chars: int | None = None) -> dspy.Example:
+    """``max_chars``: passages cut as the agent cuts them for its grader (the ``grade_passage_chars`` setting)."""
     shown = [h.chunk_id for h in hits]
     chosen = [c for c in shown if c in gold]
-    return dspy.Example(question=item.question, context=format_context(hits), relevant=bool(chosen),
+    return dspy.Example(question=item.question, context=format_context(hits, max_chars), relevant=bool(chosen),
                         reason="" if chosen else NOT_RELEVANT_REASON, relevant_chunk_ids=chosen,
                         shown_ids=shown, item_id=item.id).with_inputs("question", "context")
 
@@ -99,9 +100,9 @@ def rewriter_example(item: Any, gold: set[str]) -> dspy.Example:
                         gold_ids=sorted(gold), item_id=item.id).with_inputs("question", "tried_queries", "grader_reason")
 
 
-def answerer_example(item: Any, hits: Sequence[Any]) -> dspy.Example:
+def answerer_example(item: Any, hits: Sequence[Any], max_chars: int | None = None) -> dspy.Example:
     ids = [h.chunk_id for h in hits]
-    return dspy.Example(question=item.question, context=format_context(hits), answer=item.reference_answer,
+    return dspy.Example(question=item.question, context=format_context(hits, max_chars), answer=item.reference_answer,
                         cited_ids=ids, reference_answer=item.reference_answer, shown_ids=ids,
                         item_id=item.id).with_inputs("question", "context")
 

@@ -60,6 +60,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
     items = interleave_types(list(items))
     lms = lms or {}
     k = settings.top_k
+    cut = settings.grade_passage_chars  # demos and scored prompts show passages as the agent shows them
     retriever = _Memo(retriever)  # each role searches the same questions: retrieve each once
     chunks = retriever.index.chunks
     gold = {item.id: gold_chunk_ids(item, chunks) for item in items}
@@ -70,7 +71,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         # only items whose gold is known (as rag eval scores the grader): an answerable item without gold
         # chunks would otherwise teach "not relevant" for a context that may well answer it
         known = [i for i in items if i.should_refuse or gold[i.id]]
-        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id])) for i in known]
+        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id], cut)) for i in known]
         splits = _by_split(pairs, "grader")
         kinds = {bool(ex.relevant) for ex in splits["train"]}
         if len(kinds) < 2:
@@ -94,7 +95,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
             hits = [h for h in retriever.search(i.question, k=k) if h.chunk_id in gold[i.id]]
             if not hits:  # first retrieval missed: show the gold passages themselves
                 hits = _as_hits(retriever.index, sorted(gold[i.id])[:2])
-            pairs.append((i.split, answerer_example(i, hits)))
+            pairs.append((i.split, answerer_example(i, hits, cut)))
         splits = _by_split(pairs, "answerer")
         judge = JudgeStep()
         tasks["answerer"] = RoleTask("answerer", AnswerStep(), make_answerer_metric(judge, lms.get("judge")),

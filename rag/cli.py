@@ -611,6 +611,8 @@ def compile_cmd(
                                             "iterations, random-search's candidates)."),
     max_examples: Optional[str] = typer.Option(None, help="At most N (or TRAIN,DEV,TEST) examples per split and "
                                                           "role; the same caps give every optimizer the same examples."),
+    max_demos: int = typer.Option(2, help="At most N demos per predictor (0: instructions only). Each grader or "
+                                          "answerer demo adds a whole context to every call of that role."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (LM calls, tokens, cost) and spend nothing."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo roles an earlier run finished (cached LM calls stay free)."),
     out: Optional[str] = typer.Option(None, help="Artifact name (default <optimizer>-<timestamp>)."),
@@ -633,6 +635,8 @@ def compile_cmd(
         rag compile --optimizer gepa --roles grader --max-examples 4,4,10 --budget 150
 
         rag compile --roles agent --max-examples 4 --dry-run
+
+        rag compile --max-demos 1 --out qwen-bootstrap
     """
     import json
 
@@ -644,7 +648,7 @@ def compile_cmd(
         configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=parse_roles(roles), budget=budget,
                              dry_run=dry_run, out=out, labels=labels, show_progress=not quiet, effort=effort,
-                             max_examples=parse_max_examples(max_examples), fresh=fresh)
+                             max_examples=parse_max_examples(max_examples), fresh=fresh, max_demos=max_demos)
     if result.artifact is None:  # a dry run: the plan is the answer
         typer.echo(result.plan.render())
         return

@@ -349,6 +349,34 @@ def test_max_examples_caps_every_split_and_rejects_nonsense(setup):
             parse_max_examples(bad)
 
 
+def test_max_demos_caps_the_demos_of_every_role_and_is_recorded(setup):
+    settings, golden, lms = setup
+    one = compile_program(settings, golden=golden, roles=["grader", "answerer"], out="one-demo", lms=lms,
+                          show_progress=False, max_demos=1).artifact
+    state = json.loads(one.program_path.read_text())
+    assert [len(state[p]["demos"]) for p in ("grade", "respond")] == [1, 1]
+    assert one.manifest["optimizer_settings"]["max_demos"] == 1
+    none = compile_program(settings, golden=golden, roles=["grader"], out="no-demos", lms=lms,
+                           show_progress=False, max_demos=0).artifact
+    assert json.loads(none.program_path.read_text())["grade"]["demos"] == []  # not the 1-demo checkpoint reused
+    with pytest.raises(ConfigError, match="--max-demos must be 0 or more"):
+        compile_program(settings, golden=golden, roles=["grader"], dry_run=True, lms={}, max_demos=-1)
+
+
+def test_role_examples_show_passages_cut_as_the_agent_cuts_them(setup):
+    from optimize.tasks import build_tasks
+    from rag.golden import load_golden
+    from rag.retrieve import Retriever
+
+    settings, golden, _ = setup
+    items, retriever = load_golden(golden), Retriever.from_settings(settings)
+    whole = build_tasks(["grader", "answerer"], items, retriever, settings)
+    cut = build_tasks(["grader", "answerer"], items, retriever, settings.replace(grade_passage_chars=40))
+    for role in ("grader", "answerer"):
+        long, short = whole[role].train[0].context, cut[role].train[0].context
+        assert len(short) < len(long) and short.splitlines()[0] == long.splitlines()[0]  # same passages, cut
+
+
 def test_the_whole_agent_compiles_end_to_end(setup):
     settings, golden, lms = setup
     result = compile_program(settings, golden=golden, roles=["agent"], out="e2e", lms=lms, show_progress=False)
