@@ -231,7 +231,7 @@ def test_shipped_ci_gate_holds_on_the_measured_full_run_and_can_trip():
     from rag.eval_cli import CONFIGS_FILE
 
     gate = CONFIGS_FILE.parent / "gate_ci.json"
-    run = Path(__file__).parents[1] / "benchmarks" / "results" / "eval-full-qwen1.5b" / "summary.json"
+    run = Path(__file__).parents[1] / "benchmarks" / "results" / "eval-full-qwen1.5b-graded" / "summary.json"
     summary = json.loads(run.read_text())
     assert summary["n_selected"] == 62 and summary["complete"]
     assert check_gate(summary["metrics"], summary["why"], gate) == []
