@@ -26,11 +26,13 @@ class Program:
     lms: dict[str, dspy.BaseLM]
     messages: list[str] = field(default_factory=list)  # diagnostics for stderr
     judge: AnswerJudge | None = None
+    artifacts_looked: bool = True  # False: --no-artifact, so none was looked for
 
     @property
     def description(self) -> str:
         if self.artifact is None:
-            return "uncompiled signatures (no fitting artifact in artifacts/)"
+            why = "no fitting artifact in artifacts/" if self.artifacts_looked else "--no-artifact"
+            return f"uncompiled signatures ({why})"
         return f"compiled artifact {self.artifact.name} ({self.artifact.manifest.get('optimizer', '?')})"
 
 
@@ -59,4 +61,5 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
             messages += [m for m in more if m not in messages]
         if judged is not None:
             judge.load_compiled(judged)
-    return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages, judge=judge)
+    return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages, judge=judge,
+                   artifacts_looked=use_artifact)

@@ -55,12 +55,13 @@ def eval_setup(tmp_path, tiny_index, monkeypatch):
     return tmp_path, golden, models, ["index_dir=" + str(tiny_index.dir), "artifacts_dir=" + str(tmp_path / "arts")]
 
 
-def _eval(tmp_path, golden, sets, capsys):
+def _eval(tmp_path, golden, sets, capsys, use_artifact=True):
     from rag.eval_cli import run_agent_eval_cli
     from dspy.clients.base_lm import GLOBAL_HISTORY
 
     out = tmp_path / "run"
-    code = run_agent_eval_cli("full", golden=golden, set_pairs=sets, out=out, show_progress=False, json_out=True)
+    code = run_agent_eval_cli("full", golden=golden, set_pairs=sets, out=out, show_progress=False, json_out=True,
+                              use_artifact=use_artifact)
     judged = [str(e["messages"]) for e in GLOBAL_HISTORY if "- faithful (" in str(e["messages"])]
     return code, json.loads((out / "run.json").read_text()), capsys.readouterr().err, judged[-1]
 
@@ -81,4 +82,13 @@ def test_a_judge_whose_dev_gain_is_noise_is_not_used(eval_setup, capsys):
     code, run, err, judge_prompt = _eval(tmp_path, golden, sets, capsys)
     assert code == 0 and "Judge: uncompiled judge" in err
     assert "skipped artifact judge-only (judge): its dev gain is within noise (judge +0.000 (p=1, n=6))" in err
+    assert "judge_artifact" not in run["config"] and DEMO_ANSWER not in judge_prompt
+
+
+def test_no_artifact_uses_no_compiled_judge_and_says_why_the_agent_is_uncompiled(eval_setup, capsys):
+    tmp_path, golden, models, sets = eval_setup
+    _judge_artifact(tmp_path / "arts", models, dev_after=1.0)  # would be selected without --no-artifact
+    code, run, err, judge_prompt = _eval(tmp_path, golden, sets, capsys, use_artifact=False)
+    assert code == 0
+    assert "Using uncompiled signatures (--no-artifact)" in err and "Judge: uncompiled judge" in err
     assert "judge_artifact" not in run["config"] and DEMO_ANSWER not in judge_prompt
