@@ -98,6 +98,11 @@ def test_an_unanswerable_question_is_refused_with_the_closest_passages(client):
     assert d["closest"] and all(c["chunk_id"] for c in d["closest"])
 
 
+def _committed_artifacts() -> list[str]:
+    """The names of the compiled programs committed under artifacts/, sorted as the API lists them."""
+    return sorted(p.parent.name for p in (ROOT / "artifacts").glob("*/manifest.json"))
+
+
 def test_the_configuration_is_chosen_per_question(client):
     d = client.post("/api/ask", json={"question": ANSWERABLE, "config": "hybrid", "artifact": "none"}).json()
     assert nodes(d) == ["retrieve", "answer"]
@@ -106,7 +111,7 @@ def test_the_configuration_is_chosen_per_question(client):
     by_name = {c["name"]: c for c in info["configs"]}
     assert {"baseline", "hybrid", "full"} <= set(by_name) and by_name["full"]["default"]
     assert not by_name["hybrid_rerank"]["available"] and "reranker" in by_name["hybrid_rerank"]["why"]
-    committed = sorted(p.parent.name for p in (ROOT / "artifacts").glob("*/manifest.json"))
+    committed = _committed_artifacts()
     assert "smollm2-bootstrap" in committed and [a["name"] for a in info["artifacts"]] == committed
 
 
@@ -200,7 +205,7 @@ def test_runs_are_looked_up_by_name_never_joined_into_a_path(client, path):
 
 def test_artifacts_show_scores_before_and_after_and_the_chosen_prompts(client):
     arts = client.get("/api/artifacts").json()["artifacts"]
-    committed = sorted(p.parent.name for p in (ROOT / "artifacts").glob("*/manifest.json"))
+    committed = _committed_artifacts()
     assert "smollm2-bootstrap" in committed and [a["name"] for a in arts] == committed
     expected = compare.artifact_table(ROOT / "artifacts")
     for art in arts:
