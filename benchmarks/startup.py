@@ -300,6 +300,7 @@ def section_quality(lines: list[str], work: Path, shared: Path, data: list[str])
               "| --- | --- | --- | " + " | ".join("---" for _ in variants) + " | --- |"]
     keys = {"built-in golden (all splits)": "builtin", "polygraph dev": "polygraph", "aegis": "aegis"}
     sets = [entry for entry in sets if keys[entry[0]] in data]
+    tops: dict[str, dict[str, tuple[str | None, set[str]]]] = {}
     for name, make_chunks, make_items, metrics in sets:
         reports: dict[tuple[str, str], dict] = {}
         embed_s = {}
@@ -310,6 +311,10 @@ def section_quality(lines: list[str], work: Path, shared: Path, data: list[str])
             embed_s[label] = index.manifest["timings"]["embed_seconds"]
             for mode in ("dense", "hybrid"):
                 reports[(label, mode)] = retrieval_report(make_items(), Retriever(index, top_k=4), k=4, mode=mode)
+            if name.startswith("built-in"):  # the agent's first context for each golden question
+                retriever = Retriever(index, top_k=4)
+                tops[label] = {it.id: (it.split, {h.chunk_id for h in retriever.search(it.question, mode="hybrid")})
+                               for it in make_items()}
             shutil.rmtree(settings.index_dir, ignore_errors=True)
         for mode in ("dense", "hybrid"):
             for metric in metrics:
@@ -321,6 +326,13 @@ def section_quality(lines: list[str], work: Path, shared: Path, data: list[str])
                 times = " / ".join(f"{embed_s[v]:.0f}" for v in variants)
                 lines.append(f"| {name} | {mode} | {metric} | {' | '.join(cells)} | {times} |")
     lines.append("")
+    if {"onnx", "onnx int8"} <= tops.keys():
+        same: dict[str, list[int]] = {}
+        for item_id, (split, ids) in tops["onnx"].items():
+            same.setdefault(split or "none", []).append(int(tops["onnx int8"][item_id][1] == ids))
+        lines += ["What int8 changes for the agent: the golden questions whose hybrid top-4 (the agent's first context) "
+                  "is the same set with the int8 index as with fp32 ONNX: "
+                  + ", ".join(f"{split} {sum(v)} of {len(v)}" for split, v in sorted(same.items())) + ".", ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,8 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime
     import torch
 
+    from rag.lm.probe import cpu_flags
+
+    flags = cpu_flags()  # int8 speed depends on them: VNNI multiplies int8 in one step, plain AVX2 does not
+    simd = ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8") if f in flags) or "no AVX2"
     lines += [
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch "
+        f"Machine: {platform.machine()} ({simd}), {os.cpu_count()} cores, Python {platform.python_version()}, torch "
         f"{torch.__version__}, onnxruntime {onnxruntime.__version__}; load average {load_start[0]:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end (other processes share the cores: wall times vary from run to run; the "
         "ratios of the two paths, measured interleaved in the same run, carry over).",
