@@ -1,19 +1,26 @@
 """llama.cpp configurations for the embedded model, side by side: extra buffer types (repack) on/off, threads.
 
-Run: python benchmarks/llama_config.py [--models qwen2.5-coder-1.5b] [--repeats 3] [--out benchmarks/results/llama_config.md]
+Run: python benchmarks/llama_config.py [--models qwen2.5-coder-1.5b] [--repeats 3] [--rounds 2]
+                                       [--out benchmarks/results/llama_config.md]
 
-Each row loads the model with one configuration and measures, best of ``--repeats``: prompt processing of
-512 tokens in one batch (tokens/s) and 32 single-token decode steps (tokens/s), the two costs of every
-agent call. ``use_extra_bufts=False`` is the safe fallback Sieve uses when an AMX build meets an AMX CPU;
-it also drops the CPU repack kernels. The build line is llama.cpp's own system info, so the table says
-which kernels were compiled in (Sieve's install builds with ``-mno-amx-int8``: no AMX).
+Each configuration loads the model and measures, best of ``--repeats``: prompt processing of 512 tokens in
+one batch (tokens/s) and 32 single-token decode steps (tokens/s), the two costs of every agent call. The
+configurations take turns for ``--rounds`` rounds (best of all), so that no one of them always runs first.
+Extra buffer types off (``llama_extra_bufts = "off"``, via rag.lm.probe.new_llama) is also the safe fallback
+Sieve uses when an AMX build meets an AMX CPU; it drops the CPU repack kernels. The "repacked" column says
+whether the load put any weights in a CPU_REPACK buffer (from llama.cpp's own log), so a setting that did not
+take cannot pass unseen. The build line is llama.cpp's own system info, so the table says which kernels were
+compiled in (Sieve's install builds with ``-mno-amx-int8``: no AMX).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,20 +29,21 @@ sys.path.insert(0, str(ROOT))
 
 from rag.lm.local import default_threads  # noqa: E402
 from rag.lm.models import model_path  # noqa: E402
-from rag.lm.probe import build_info, cpu_flags  # noqa: E402
+from rag.lm.local import use_extra_bufts  # noqa: E402
+from rag.lm.probe import build_info, cpu_flags, new_llama  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 
 TEXT = " ".join(f"Passage {i}: the nonlocal statement rebinds a name in the nearest enclosing function scope."
                 for i in range(200))
 
 
-def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[float, float, float]:
-    from llama_cpp import Llama
-
-    start = time.perf_counter()
-    llama = Llama(model_path=str(path), n_ctx=1024, n_batch=512, n_threads=threads, n_threads_batch=threads,
-                  verbose=False, **({} if extra_bufts else {"use_extra_bufts": False}))
-    load_s = time.perf_counter() - start
+def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[float, float, float, bool]:
+    with llama_log() as log:
+        start = time.perf_counter()
+        llama = new_llama(extra_bufts=extra_bufts, model_path=str(path), n_ctx=1024, n_batch=512, n_threads=threads,
+                          n_threads_batch=threads, verbose=True)
+        load_s = time.perf_counter() - start
+        repacked = "CPU_REPACK model buffer" in log.read_text(errors="replace")
     tokens = llama.tokenize(TEXT.encode())[:512]
     prompt, decode = [], []
     for _ in range(repeats):
@@ -49,34 +57,59 @@ def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[
         decode.append(32 / (time.perf_counter() - start))
     del llama
     gc.collect()
-    return load_s, max(prompt), max(decode)
+    return load_s, max(prompt), max(decode), repacked
+
+
+@contextlib.contextmanager
+def llama_log():
+    """llama.cpp's C-level log (file descriptor 2) goes to a temporary file while the model loads."""
+    with tempfile.NamedTemporaryFile(suffix=".log") as f:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield Path(f.name)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="evaluations per load (best kept)")
+    parser.add_argument("--rounds", type=int, default=2, help="loads per configuration, taking turns")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     cores = default_threads()
-    configs = [("all cores, extra buffer types (default)", cores, True),
-               ("all cores, no extra buffer types (AMX fallback)", cores, False)]
+    auto = use_extra_bufts("auto")
+    configs = [(f"all cores, extra buffer types on{' (auto here)' if auto else ''}", cores, True),
+               (f"all cores, extra buffer types off{' (auto here)' if not auto else ''}", cores, False)]
     if cores > 1:
-        configs.append(("1 thread, extra buffer types", 1, True))
+        configs.append((f"1 thread, extra buffer types {'on' if auto else 'off'}", 1, auto))
     lines = [f"llama.cpp configurations (`python benchmarks/llama_config.py`), {cores} usable cores, "
-             f"AMX on this CPU: {'yes' if {'amx_int8', 'amx_tile'} & cpu_flags() else 'no'}", "",
+             f"AMX on this CPU: {'yes' if {'amx_int8', 'amx_tile'} & cpu_flags() else 'no'}, AVX-512: "
+             f"{'yes' if 'avx512f' in cpu_flags() else 'no'}; best of {args.repeats} x {args.rounds} rounds, "
+             "the configurations taking turns", "",
              f"Build: `{build_info().strip()}`", "",
-             "| model | configuration | load s | prompt tok/s | decode tok/s | prompt ratio | decode ratio |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| model | configuration | repacked | load s | prompt tok/s | decode tok/s | prompt ratio | decode ratio |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for model in args.models.split(","):
         path = model_path(model)
-        base = None
-        for label, threads, extra in configs:
-            load_s, pp, tg = measure(path, threads, extra, args.repeats)
-            base = base or (pp, tg)
-            lines.append(f"| {model} | {label} | {load_s:.1f} | {pp:.1f} | {tg:.2f} | {pp / base[0]:.2f} | "
-                         f"{tg / base[1]:.2f} |")
-            print(lines[-1], file=sys.stderr, flush=True)
+        best: dict[str, list] = {}
+        for _ in range(args.rounds):
+            for label, threads, extra in configs:
+                load_s, pp, tg, repacked = measure(path, threads, extra, args.repeats)
+                old = best.get(label)
+                best[label] = [min(load_s, old[0]) if old else load_s, max(pp, old[1]) if old else pp,
+                               max(tg, old[2]) if old else tg, repacked]
+                print(f"{model} | {label}: prompt {pp:.1f} tok/s, decode {tg:.2f} tok/s, repacked {repacked}",
+                      file=sys.stderr, flush=True)
+        base = best[configs[0][0]]
+        for label, _, _ in configs:
+            load_s, pp, tg, repacked = best[label]
+            lines.append(f"| {model} | {label} | {'yes' if repacked else 'no'} | {load_s:.1f} | {pp:.1f} | {tg:.2f} | "
+                         f"{pp / base[1]:.2f} | {tg / base[2]:.2f} |")
     emit(lines, args.out)
 
 

@@ -28,6 +28,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golde
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
 EMBEDDING_PRECISIONS = ("fp32", "int8")
+EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
 
@@ -86,6 +87,9 @@ class Settings:
     gguf_path: str | None = None  # a GGUF file for 'embedded' instead of embedded_model
     n_ctx: int = 4096  # embedded model context window
     n_threads: int | None = None  # embedded model threads; None = every core this process may use
+    # llama.cpp's extra buffer types (the CPU repack kernels): "auto" = off on CPUs with AVX-512, where they
+    # were slower (benchmarks/results/llama_config.md), on elsewhere; "on"; "off". Always off where they fault.
+    llama_extra_bufts: str = "auto"
     embedded_max_tokens: int = 512  # output cap per embedded call
     groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
     lm_timeout: int = 60  # seconds per hosted-model attempt
@@ -117,6 +121,9 @@ class Settings:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.n_threads is not None and self.n_threads < 1:
             raise ConfigError(f"n_threads must be >= 1 (or unset for every core), got {self.n_threads}")
+        if self.llama_extra_bufts not in EXTRA_BUFTS:
+            raise ConfigError(f"llama_extra_bufts={self.llama_extra_bufts!r} is not allowed; use one of: "
+                              f"{', '.join(EXTRA_BUFTS)}")
         from rag.lm.models import CATALOG
 
         if self.embedded_model not in CATALOG:

@@ -46,6 +46,57 @@ def test_amx_risk_needs_both_an_amx_build_and_an_amx_cpu(monkeypatch):
     assert not probe.amx_risk()
 
 
+def test_extra_buffer_types_follow_the_setting_and_never_meet_an_amx_fault(monkeypatch):
+    from rag.lm.local import use_extra_bufts
+
+    monkeypatch.setattr(probe, "amx_risk", lambda: False)
+    monkeypatch.setattr(probe, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_vnni"})
+    assert use_extra_bufts("auto") is False and use_extra_bufts("on") is True and use_extra_bufts("off") is False
+    monkeypatch.setattr(probe, "cpu_flags", lambda: {"avx2", "fma"})
+    assert use_extra_bufts("auto") is True and use_extra_bufts("off") is False
+    monkeypatch.setattr(probe, "amx_risk", lambda: True)  # an AMX build on an AMX CPU: off, whatever was asked
+    assert use_extra_bufts("on") is False and use_extra_bufts("auto") is False
+
+
+def test_llama_extra_bufts_setting_lists_the_allowed_values():
+    from rag.config import load_settings
+    from rag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"llama_extra_bufts='maybe' is not allowed; use one of: auto, on, off"):
+        load_settings({"llama_extra_bufts": "maybe"})
+
+
+# Loads a GGUF file with llama.cpp's log on and prints whether any weights went into a CPU_REPACK buffer.
+REPACK_CHILD = """
+import os, sys, tempfile
+from rag.lm import probe
+import llama_cpp.llama as module
+default = module.llama_cpp.llama_model_default_params
+log = tempfile.TemporaryFile()
+os.dup2(log.fileno(), 2)
+llama = probe.new_llama(extra_bufts=sys.argv[2] == "on", model_path=sys.argv[1], n_ctx=64, verbose=True)
+log.seek(0)
+print("repacked" if b"CPU_REPACK model buffer" in log.read() else "plain",
+      "restored" if module.llama_cpp.llama_model_default_params is default else "LEFT PATCHED")
+"""
+
+
+@pytest.mark.slow
+def test_extra_buffer_types_really_turn_off(isolated_sieve_home):
+    """``Llama(use_extra_bufts=False)`` is silently ignored by llama-cpp-python; ``probe.new_llama`` is not:
+    the real default model (Q4_K weights, which llama.cpp repacks) loads with and without CPU_REPACK buffers."""
+    from rag.lm.models import DEFAULT_MODEL, model_path
+
+    path = str(model_path(DEFAULT_MODEL))
+    seen = {}
+    for setting in ("on", "off"):
+        child = subprocess.run([sys.executable, "-c", REPACK_CHILD, path, setting], capture_output=True, text=True,
+                               timeout=300)
+        assert child.returncode == 0, child.stderr[-2000:]
+        seen[setting] = child.stdout.split()
+    assert seen == {"on": ["repacked", "restored"], "off": ["plain", "restored"]}
+
+
 def test_a_child_killed_by_sigill_becomes_one_line_with_the_fix(tmp_path):
     child = subprocess.run([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGILL)"],
                            capture_output=True, text=True)

@@ -67,32 +67,47 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None) -> tuple[Any, threading.Lock]:
+def use_extra_bufts(setting: str = "auto") -> bool:
+    """Whether llama.cpp loads a model with its extra buffer types (the CPU repack kernels) here.
+
+    Never with a build whose AMX kernels fault on this CPU. ``auto``: not on CPUs with AVX-512, where they
+    were slower (the 1.5B read prompts 1.06-1.10x faster without them, twice, on an AMX Xeon), yes elsewhere
+    (within 3% either way on an AVX2 CPU; benchmarks/results/llama_config.md)."""
+    if probe.amx_risk():
+        return False
+    if setting == "auto":
+        return "avx512f" not in probe.cpu_flags()
+    return setting == "on"
+
+
+def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None,
+               extra_bufts: str = "auto") -> tuple[Any, threading.Lock]:
     """The process-wide ``llama_cpp.Llama`` for (path, n_ctx) and the lock guarding it; loads on first use.
 
     Before the first load of a file the engine is checked in a child process (``rag.lm.probe``), so a
     build that faults on this CPU is reported in one line instead of killing the process. A build with
-    AMX kernels on an AMX CPU (the known fault) runs without llama.cpp's extra buffer types.
+    AMX kernels on an AMX CPU (the known fault) runs without llama.cpp's extra buffer types; otherwise
+    ``extra_bufts`` (auto, on, off) decides (:func:`use_extra_bufts`).
     """
     path = Path(path).expanduser().resolve()
-    key = (str(path), int(n_ctx))
+    repack = use_extra_bufts(extra_bufts)
+    key = (str(path), int(n_ctx), repack)
     with _MODELS_LOCK:
         if key not in _MODELS:
             if not path.is_file():
                 raise ModelError(f"GGUF model file {path} does not exist; set gguf_path to an existing .gguf file")
             try:
-                from llama_cpp import Llama
+                import llama_cpp  # noqa: F401
             except ImportError as exc:
                 raise ModelError(f"llama-cpp-python cannot be imported ({exc}); install it: {probe.REBUILD}") from None
-            safe = probe.amx_risk()
-            if safe:
+            if probe.amx_risk():
                 log.warning("this llama-cpp-python build has AMX kernels, which fault on this CPU; running without "
                             "extra buffer types (slower). Rebuild it: %s", probe.REBUILD)
-            probe.ensure_engine_runs(path, extra_bufts=not safe)
+            probe.ensure_engine_runs(path, extra_bufts=repack)
             threads = int(n_threads or default_threads())
             try:
-                llama = Llama(model_path=str(path), n_ctx=int(n_ctx), n_threads=threads, n_threads_batch=threads,
-                              seed=0, verbose=False, **({"use_extra_bufts": False} if safe else {}))
+                llama = probe.new_llama(extra_bufts=repack, model_path=str(path), n_ctx=int(n_ctx), n_threads=threads,
+                                        n_threads_batch=threads, seed=0, verbose=False)
             except (ValueError, RuntimeError, OSError) as exc:
                 raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
             _MODELS[key] = (llama, threading.Lock())
@@ -263,7 +278,7 @@ class LlamaCppEngine:
     supported_params = SUPPORTED_PARAMS
 
     def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 4096, seed: int = 0,
-                 max_tokens: int = DEFAULT_MAX_TOKENS, n_threads: int | None = None):
+                 max_tokens: int = DEFAULT_MAX_TOKENS, n_threads: int | None = None, extra_bufts: str = "auto"):
         if model_path is None:
             from rag.lm.models import DEFAULT_MODEL, model_path as embedded_path
 
@@ -271,6 +286,7 @@ class LlamaCppEngine:
         self.model_path = Path(model_path).expanduser()
         self.n_ctx = int(n_ctx)
         self.n_threads = n_threads
+        self.extra_bufts = extra_bufts
         self.seed = int(seed)
         self.max_tokens = int(max_tokens)
         if self.n_ctx < 256:
@@ -278,13 +294,13 @@ class LlamaCppEngine:
 
     def load(self) -> Any:
         """Load (once per process) and return the ``llama_cpp.Llama``."""
-        return load_llama(self.model_path, self.n_ctx, self.n_threads)[0]
+        return load_llama(self.model_path, self.n_ctx, self.n_threads, self.extra_bufts)[0]
 
     def count_tokens(self, text: str) -> int:
         return len(self.load().tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def complete(self, request: Request) -> Response:
-        llama, lock = load_llama(self.model_path, self.n_ctx, self.n_threads)
+        llama, lock = load_llama(self.model_path, self.n_ctx, self.n_threads, self.extra_bufts)
         fmt = output_format(request)
         config = request.config
         max_tokens = min(config.max_tokens or self.max_tokens, self.n_ctx // 2)
@@ -361,12 +377,13 @@ class LlamaCppEngine:
 
     def dump_state(self) -> dict[str, Any]:
         return {"model_path": str(self.model_path), "n_ctx": self.n_ctx, "seed": self.seed, "max_tokens": self.max_tokens,
-                "n_threads": self.n_threads}
+                "n_threads": self.n_threads, "extra_bufts": self.extra_bufts}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LlamaCppEngine":
         return cls(state.get("model_path"), n_ctx=state.get("n_ctx", 4096), seed=state.get("seed", 0),
-                   max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS), n_threads=state.get("n_threads"))
+                   max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS), n_threads=state.get("n_threads"),
+                   extra_bufts=state.get("extra_bufts", "auto"))
 
 
 class AsyncLlamaCppEngine(ThreadedAsyncEngine):

@@ -20,7 +20,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 from rag.errors import ModelError
 
@@ -42,6 +44,39 @@ def build_info() -> str:
     import llama_cpp
 
     return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+def new_llama(*, extra_bufts: bool = True, **kwargs: Any) -> Any:
+    """``llama_cpp.Llama(**kwargs)``, loaded with llama.cpp's extra buffer types (the CPU repack kernels, and
+    AMX where the build has it) on or off.
+
+    ``Llama`` has no such argument: ``Llama(..., use_extra_bufts=False)`` lands in its ``**kwargs`` and is
+    dropped without a word (llama-cpp-python 0.3.36 still loaded CPU_REPACK buffers). So, for this one load,
+    the field is set on the default model parameters that ``Llama`` starts from."""
+    import llama_cpp.llama as module
+
+    if extra_bufts:
+        return module.Llama(**kwargs)
+    lib = module.llama_cpp
+    if "use_extra_bufts" not in {name for name, _ in lib.llama_model_params._fields_}:
+        raise ModelError("this llama-cpp-python cannot turn off llama.cpp's extra buffer types (its "
+                         f"llama_model_params has no use_extra_bufts); install a newer one: {REBUILD}")
+    with _PARAMS_LOCK:
+        default = lib.llama_model_default_params
+
+        def without_extra_bufts() -> Any:
+            params = default()
+            params.use_extra_bufts = False
+            return params
+
+        lib.llama_model_default_params = without_extra_bufts
+        try:
+            return module.Llama(**kwargs)
+        finally:
+            lib.llama_model_default_params = default
 
 
 def amx_risk() -> bool:
@@ -113,10 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     extra_bufts = "--no-extra-bufts" not in args
     model = Path(next(a for a in args if not a.startswith("--")))
-    from llama_cpp import Llama
-
-    llama = Llama(model_path=str(model), n_ctx=PROBE_TOKENS + 64, n_batch=PROBE_TOKENS, verbose=False,
-                  **({} if extra_bufts else {"use_extra_bufts": False}))
+    llama = new_llama(extra_bufts=extra_bufts, model_path=str(model), n_ctx=PROBE_TOKENS + 64,
+                      n_batch=PROBE_TOKENS, verbose=False)
     text = " ".join(f"Passage {i}: the nonlocal statement rebinds a name in the enclosing scope." for i in range(200))
     tokens = llama.tokenize(text.encode("utf-8"))[:PROBE_TOKENS]
     if len(tokens) < PROBE_TOKENS:
