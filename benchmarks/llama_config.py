@@ -4,7 +4,8 @@ Run: python benchmarks/llama_config.py [--models qwen2.5-coder-1.5b] [--repeats 
                                        [--out benchmarks/results/llama_config.md]
 
 Each configuration loads the model and measures, best of ``--repeats``: prompt processing of 512 tokens in
-one batch (tokens/s) and 32 single-token decode steps (tokens/s), the two costs of every agent call. The
+one batch (tokens/s), 32 single-token decode steps (tokens/s), the two costs of every agent call, and a
+grade-sized prompt: 1,250 tokens in batches of 512, as a grade call's prompt is read (seconds). The
 configurations take turns for ``--rounds`` rounds (best of all), so that no one of them always runs first.
 Extra buffer types off (``llama_extra_bufts = "off"``, via rag.lm.probe.new_llama) is also the safe fallback
 Sieve uses when an AMX build meets an AMX CPU; it drops the CPU repack kernels. The "repacked" column says
@@ -35,17 +36,21 @@ from benchmarks.tables import emit  # noqa: E402
 
 TEXT = " ".join(f"Passage {i}: the nonlocal statement rebinds a name in the nearest enclosing function scope."
                 for i in range(200))
+GRADE_TOKENS = 1250  # about one grade call's prompt
 
 
-def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[float, float, float, bool]:
+def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[float, float, float, float, bool]:
     with llama_log() as log:
         start = time.perf_counter()
-        llama = new_llama(extra_bufts=extra_bufts, model_path=str(path), n_ctx=1024, n_batch=512, n_threads=threads,
+        llama = new_llama(extra_bufts=extra_bufts, model_path=str(path), n_ctx=2048, n_batch=512, n_threads=threads,
                           n_threads_batch=threads, verbose=True)
         load_s = time.perf_counter() - start
         repacked = "CPU_REPACK model buffer" in log.read_text(errors="replace")
-    tokens = llama.tokenize(TEXT.encode())[:512]
-    prompt, decode = [], []
+    long = llama.tokenize(TEXT.encode())[:GRADE_TOKENS]
+    if len(long) < GRADE_TOKENS:
+        raise SystemExit(f"the benchmark text has only {len(long)} tokens")
+    tokens = long[:512]
+    prompt, decode, grade = [], [], []
     for _ in range(repeats):
         llama.reset()
         start = time.perf_counter()
@@ -55,9 +60,13 @@ def measure(path: Path, threads: int, extra_bufts: bool, repeats: int) -> tuple[
         for token in tokens[:32]:
             llama.eval([token])
         decode.append(32 / (time.perf_counter() - start))
+        llama.reset()
+        start = time.perf_counter()
+        llama.eval(long)
+        grade.append(time.perf_counter() - start)
     del llama
     gc.collect()
-    return load_s, max(prompt), max(decode), repacked
+    return load_s, max(prompt), max(decode), min(grade), repacked
 
 
 @contextlib.contextmanager
@@ -92,24 +101,25 @@ def main() -> None:
              f"{'yes' if 'avx512f' in cpu_flags() else 'no'}; best of {args.repeats} x {args.rounds} rounds, "
              "the configurations taking turns", "",
              f"Build: `{build_info().strip()}`", "",
-             "| model | configuration | repacked | load s | prompt tok/s | decode tok/s | prompt ratio | decode ratio |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| model | configuration | repacked | load s | prompt tok/s | decode tok/s | 1,250-token prompt s | "
+             "prompt ratio | decode ratio | 1,250-token ratio |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for model in args.models.split(","):
         path = model_path(model)
         best: dict[str, list] = {}
         for _ in range(args.rounds):
             for label, threads, extra in configs:
-                load_s, pp, tg, repacked = measure(path, threads, extra, args.repeats)
+                load_s, pp, tg, gs, repacked = measure(path, threads, extra, args.repeats)
                 old = best.get(label)
                 best[label] = [min(load_s, old[0]) if old else load_s, max(pp, old[1]) if old else pp,
-                               max(tg, old[2]) if old else tg, repacked]
-                print(f"{model} | {label}: prompt {pp:.1f} tok/s, decode {tg:.2f} tok/s, repacked {repacked}",
-                      file=sys.stderr, flush=True)
+                               max(tg, old[2]) if old else tg, min(gs, old[3]) if old else gs, repacked]
+                print(f"{model} | {label}: prompt {pp:.1f} tok/s, decode {tg:.2f} tok/s, {GRADE_TOKENS} tokens "
+                      f"{gs:.1f} s, repacked {repacked}", file=sys.stderr, flush=True)
         base = best[configs[0][0]]
         for label, _, _ in configs:
-            load_s, pp, tg, repacked = best[label]
+            load_s, pp, tg, gs, repacked = best[label]
             lines.append(f"| {model} | {label} | {'yes' if repacked else 'no'} | {load_s:.1f} | {pp:.1f} | {tg:.2f} | "
-                         f"{pp / base[1]:.2f} | {tg / base[2]:.2f} |")
+                         f"{gs:.1f} | {pp / base[1]:.2f} | {tg / base[2]:.2f} | {base[3] / gs:.2f} |")
     emit(lines, args.out)
 
 
