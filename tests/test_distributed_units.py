@@ -80,14 +80,17 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
     import numpy as np
 
     from rag.distributed.embed import EmbedWorker, onnx_shards
-    from rag.encoder import BATCH_SIZE, index_encoder
+    from rag.encoder import BATCH_SIZE, MAX_BATCH_TOKENS, index_encoder
 
     encoder, record = index_encoder("default", "onnx")
     words = "the with statement wraps a block in a context manager whose exit method always runs".split()
     texts = [" ".join(words[(i * 7) % len(words):] + words * (i % 23)) for i in range(150)]  # lengths vary, some tie
     whole = encoder.encode(texts)
     plan = encoder.batches(texts)
-    assert len(plan) == -(-len(texts) // BATCH_SIZE)  # MiniLM truncates at 256 tokens: full batches of 32
+    lengths = [len(e.ids) for e in encoder.tokenizer.encode_batch(texts)]  # MiniLM truncates at 256 tokens
+    assert sorted(i for rows in plan for i in rows) == list(range(len(texts))) and len(plan) >= 4
+    for rows in plan:  # each batch within both bounds, padded to its longest text
+        assert len(rows) <= BATCH_SIZE and len(rows) * max(lengths[i] for i in rows) <= MAX_BATCH_TOKENS
     parts = onnx_shards(encoder, texts, 2)
     assert sorted(i for p in parts for i in p) == list(range(len(texts))) and len(parts) == -(-len(plan) // 2)
     worker = EmbedWorker("default", record, threads=1)
