@@ -43,6 +43,7 @@ MIN_COSINE = 0.9999  # an export whose vectors differ more than this from senten
 # recipe's vectors), bump when quantize() changes what it writes. 1: one scale per weight tensor (lowest cosine
 # to fp32 0.78 on 300 Polygraph chunks); 2: one scale per output channel, 7-bit weights (0.977-0.980).
 INT8_RECIPE = 2
+INT8_OPTIONS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}  # onnxruntime quantize_dynamic
 MIN_INT8_COSINE = 0.95  # an int8 model whose vectors differ more than this from fp32's is not used
 OPSET = 17
 BATCH_SIZE = 32
@@ -404,16 +405,15 @@ def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None)
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:  # needs the onnx package
         raise ModelError(f"int8 quantization needs the onnx package ({exc}); pip install onnx") from None
-    recipe = {"recipe": INT8_RECIPE, "method": "onnxruntime.quantize_dynamic", "weight_type": "QInt8",
-              "per_channel": True, "reduce_range": True}
+    recipe = {"recipe": INT8_RECIPE, "method": "onnxruntime.quantize_dynamic", **INT8_OPTIONS}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.quantize-", dir=dest.parent))
     try:
         import logging
 
         logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing advice
-        quantize_dynamic(str(source / ONNX_FILE), str(tmp / ONNX_FILE), weight_type=QuantType.QInt8,
-                         per_channel=True, reduce_range=True)
+        options = {**INT8_OPTIONS, "weight_type": QuantType[INT8_OPTIONS["weight_type"]]}
+        quantize_dynamic(str(source / ONNX_FILE), str(tmp / ONNX_FILE), **options)
         shutil.copy(source / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
         meta = json.loads((source / META_FILE).read_text(encoding="utf-8"))
         meta.update(id=dest.name, precision="int8", quantized_from=source.name, quantization=recipe)

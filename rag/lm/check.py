@@ -20,11 +20,12 @@ def check_spec(spec: str, settings: Settings) -> tuple[bool, str]:
 
             path = gguf_path_for(spec, settings)  # an embedded model is assembled and verified here
             llama, lock = load_llama(path, settings.n_ctx, settings.n_threads, settings.llama_extra_bufts)
+            repack = "on" if use_extra_bufts(settings.llama_extra_bufts) else "off"
             check = verified_status(path) or "not a packaged model: no pinned sha256"
             with lock:
                 prompt_tps, output_tps = measure_speed(llama)
             return True, (f"{path.name} ({path.stat().st_size / 1e6:,.0f} MB, {check}), loaded: {llama.n_ctx()} ctx, "
-                          f"{llama.context_params.n_threads} threads, repack {'on' if use_extra_bufts(settings.llama_extra_bufts) else 'off'}, prompt {prompt_tps:.0f} tok/s, "
+                          f"{llama.context_params.n_threads} threads, repack {repack}, prompt {prompt_tps:.0f} tok/s, "
                           f"output {output_tps:.1f} tok/s")
         if spec.startswith("groq/"):
             load_dotenv()

@@ -71,8 +71,8 @@ def use_extra_bufts(setting: str = "auto") -> bool:
     """Whether llama.cpp loads a model with its extra buffer types (the CPU repack kernels) here.
 
     Never with a build whose AMX kernels fault on this CPU. ``auto``: not on CPUs with AVX-512, where they
-    were slower (the 1.5B read prompts 1.06-1.10x faster without them, twice, on an AMX Xeon), yes elsewhere
-    (within 3% either way on an AVX2 CPU; benchmarks/results/llama_config.md)."""
+    were slower (without them the 1.5B read a grade-sized prompt 1.29x faster on an AMX Xeon), yes elsewhere
+    (not measured on an AVX2-only CPU since they can really be turned off; benchmarks/results/llama_config.md)."""
     if probe.amx_risk():
         return False
     if setting == "auto":
@@ -90,19 +90,19 @@ def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None,
     ``extra_bufts`` (auto, on, off) decides (:func:`use_extra_bufts`).
     """
     path = Path(path).expanduser().resolve()
-    repack = use_extra_bufts(extra_bufts)
-    key = (str(path), int(n_ctx), repack)
+    key = (str(path), int(n_ctx), extra_bufts)
     with _MODELS_LOCK:
-        if key not in _MODELS:
+        if key not in _MODELS:  # the CPU and build checks below run once per model, not per call
             if not path.is_file():
                 raise ModelError(f"GGUF model file {path} does not exist; set gguf_path to an existing .gguf file")
             try:
                 import llama_cpp  # noqa: F401
             except ImportError as exc:
                 raise ModelError(f"llama-cpp-python cannot be imported ({exc}); install it: {probe.REBUILD}") from None
+            repack = use_extra_bufts(extra_bufts)
             if probe.amx_risk():
                 log.warning("this llama-cpp-python build has AMX kernels, which fault on this CPU; running without "
-                            "extra buffer types (slower). Rebuild it: %s", probe.REBUILD)
+                            "extra buffer types. Rebuild it: %s", probe.REBUILD)
             probe.ensure_engine_runs(path, extra_bufts=repack)
             threads = int(n_threads or default_threads())
             try:
