@@ -1,10 +1,18 @@
-"""What a JSON-schema grammar costs the embedded model's decoding: the same prompt, free text vs constrained.
+"""What constrained decoding costs the embedded model, and what Sieve's lazy grammar check saves, side by side.
 
-Run: python benchmarks/grammar_decode.py [--model qwen2.5-coder-1.5b] [--tokens 80] [--repeats 3] [--out FILE]
+Run: python benchmarks/grammar_decode.py [--model qwen2.5-coder-1.5b] [--tokens 80] [--repeats 3]
+                                         [--agent 0] [--out FILE]
 
-Each repeat runs both peers back to back on one loaded model (KV cache reset before each call), greedy, the same
-``max_tokens``; the table gives the best decode speed of each and their ratio, so machine load affects both alike.
-The grammar is the one Sieve's engine compiles for a three-field object (``rag.lm.local._grammar``).
+Part 1, one prompt: four peers on one loaded model (the engine's own load: ``rag.lm.local.load_llama``), greedy,
+the same ``max_tokens``, KV cache reset before each call, the peers taking turns: free text and a JSON-schema
+grammar, each through llama-cpp-python's sampler chain and through ``rag.lm.sampling``'s greedy sampler (which
+checks the grammar on the top token only). The table gives each peer's best decode speed, its ratio to the chain
+with a grammar (what Sieve ran before), and whether its text equals the chain's.
+
+Part 2, ``--agent N``: the first N dev questions of the golden set through the whole agent (grade, rewrite, answer),
+once with ``llama_lazy_grammar`` on and once off, taking turns (which goes first alternates), the KV cache reset
+before each run, the LM cache off. It reports the model seconds and output tokens of each, and how many runs took
+the same decisions and wrote the same answer: the lazy check must change no token.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.lm.local import _grammar, default_threads  # noqa: E402
+from rag.lm.local import _grammar, default_threads, load_llama  # noqa: E402
 from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 
@@ -25,6 +33,115 @@ SCHEMA = {"type": "object", "required": ["subject", "relevant", "answer"],
           "properties": {"subject": {"type": "string", "maxLength": 60}, "relevant": {"type": "boolean"},
                          "answer": {"type": "string", "maxLength": 600}}}
 PROMPT = "Explain in detail what the Python nonlocal statement does, with an example. " * 3
+PEERS = {  # name: (grammar?, lazy?)
+    "free text, llama-cpp-python chain": (False, False),
+    "free text, Sieve greedy": (False, True),
+    "JSON grammar, llama-cpp-python chain": (True, False),
+    "JSON grammar, Sieve lazy check": (True, True),
+}
+BASE = "JSON grammar, llama-cpp-python chain"
+
+
+class SampleClock:
+    """Time spent choosing tokens (``Llama.sample``: the sampler, not the model's forward pass) on one model."""
+
+    def __init__(self, llm) -> None:
+        self.seconds, self.tokens, inner = 0.0, 0, llm.sample
+
+        def timed(*a, **kw):
+            start = time.perf_counter()
+            try:
+                return inner(*a, **kw)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.tokens += 1
+
+        llm.sample = timed
+
+    def take(self) -> tuple[float, int]:
+        out, self.seconds, self.tokens = (self.seconds, self.tokens), 0.0, 0
+        return out
+
+
+def one_prompt(args: argparse.Namespace) -> list[str]:
+    llm, _ = load_llama(model_path(args.model), 4096)
+    clock = SampleClock(llm)
+    best: dict[str, float] = {}
+    per_token: dict[str, float] = {}
+    texts: dict[str, set[str]] = {}
+    prompt_tokens = 0
+    for rep in range(args.repeats):
+        for name, (grammar, lazy) in PEERS.items():
+            llm.reset()
+            llm._sieve_lazy_grammar_on = lazy
+            extra = {"grammar": _grammar(SCHEMA)} if grammar else {}
+            start = time.perf_counter()
+            out = llm.create_chat_completion(messages=[{"role": "user", "content": PROMPT}], max_tokens=args.tokens,
+                                             temperature=0.0, **extra)
+            seconds = time.perf_counter() - start
+            sampled, n = clock.take()
+            per_token[name] = min(per_token.get(name, float("inf")), sampled / max(n, 1))
+            usage = out["usage"]
+            prompt_tokens = usage["prompt_tokens"]
+            best[name] = max(best.get(name, 0.0), usage["completion_tokens"] / seconds)
+            texts.setdefault(name, set()).add(out["choices"][0]["message"]["content"])
+            print(f"repeat {rep + 1} {name}: {usage['completion_tokens']} tokens in {seconds:.1f} s", file=sys.stderr)
+    same = {name: texts[name] == texts[f"{name.split(',')[0]}, llama-cpp-python chain"] for name in PEERS}
+    lines = [f"## One prompt ({args.model}, {default_threads()} threads, {prompt_tokens}-token prompt, "
+             f"{args.tokens} tokens out, best of {args.repeats})", "",
+             "| peer | tokens/s (incl. prompt) | relative to the chain with a grammar | ms choosing each token | "
+             "text equals the chain's |", "| --- | ---: | ---: | ---: | --- |"]
+    lines += [f"| {name} | {speed:.2f} | {speed / best[BASE]:.2f}x | {per_token[name] * 1000:.1f} | "
+              f"{'yes' if same[name] else 'NO'} |" for name, speed in best.items()]
+    return lines
+
+
+def agent_runs(args: argparse.Namespace) -> list[str]:
+    from rag.config import load_settings
+    from rag.golden import load_golden
+    from rag.lm.roles import configure_dspy
+    from rag.program import build_program
+    from rag.retrieve import Retriever
+
+    base = load_settings({"cache": False})
+    configure_dspy(base)
+    retriever = Retriever.from_settings(base)
+    programs = {lazy: build_program(base.replace(llama_lazy_grammar=lazy), use_artifact=False, retriever=retriever)
+                for lazy in (True, False)}
+    llm, _ = load_llama(model_path(base.embedded_model), base.n_ctx)
+    clock = SampleClock(llm)
+    items = [item for item in load_golden(ROOT / "golden" / "python_ref.jsonl") if item.split == "dev"][:args.agent]
+    totals = {lazy: {"lm_s": 0.0, "out": 0, "calls": 0, "sample_s": 0.0, "sampled": 0} for lazy in (True, False)}
+    same = 0
+    for i, item in enumerate(items):
+        seen = {}
+        for lazy in ((True, False) if i % 2 == 0 else (False, True)):
+            llm.reset()  # no KV-cache help from the other variant's run of the same question
+            clock.take()
+            pred = programs[lazy].agent(question=item.question)
+            sampled, n = clock.take()
+            totals[lazy]["sample_s"] += sampled
+            totals[lazy]["sampled"] += n
+            steps = pred.trace.steps
+            lm_steps = [s for s in steps if s.model]
+            totals[lazy]["lm_s"] += sum(s.latency_ms for s in lm_steps) / 1000
+            totals[lazy]["out"] += sum(s.tokens_out or 0 for s in lm_steps)
+            totals[lazy]["calls"] += len(lm_steps)
+            seen[lazy] = ([(s.node, s.verdict, s.reason, s.subject, s.rewrite, s.answer, tuple(s.chosen_ids)) for s in steps],
+                          pred.answer)
+            print(f"{item.id} lazy={'on' if lazy else 'off'}: {len(steps)} steps, "
+                  f"{sum(s.latency_ms for s in lm_steps) / 1000:.1f} s, {sum(s.tokens_out for s in lm_steps)} tokens out",
+                  file=sys.stderr)
+        same += seen[True] == seen[False]
+    on, off = totals[True], totals[False]
+    lines = [f"## The agent on {len(items)} dev questions ({base.embedded_model}, LM cache off)", "",
+             "| llama_lazy_grammar | LM calls | output tokens | LM seconds | LM speed-up | seconds choosing tokens | "
+             "ms per token chosen |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, t in (("off (llama-cpp-python's chain)", off), ("on (default)", on)):
+        lines.append(f"| {name} | {t['calls']} | {t['out']} | {t['lm_s']:.1f} | {off['lm_s'] / t['lm_s']:.2f}x | "
+                     f"{t['sample_s']:.2f} | {t['sample_s'] / max(t['sampled'], 1) * 1000:.1f} |")
+    lines += ["", f"Runs with the same steps, verdicts, rewrites, chosen passages and answer: {same} of {len(items)}."]
+    return lines
 
 
 def main() -> None:
@@ -32,33 +149,13 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--tokens", type=int, default=80)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--agent", type=int, default=0, help="dev questions to run through the agent both ways")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from llama_cpp import Llama
-
-    threads = default_threads()
-    llm = Llama(model_path=str(model_path(args.model)), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
-                verbose=False)
-    peers = {"free text": {}, "JSON-schema grammar": {"grammar": _grammar(SCHEMA)}}
-    best: dict[str, float] = {}
-    prompt_tokens = 0
-    for rep in range(args.repeats):
-        for name, extra in peers.items():
-            llm.reset()
-            start = time.perf_counter()
-            out = llm.create_chat_completion(messages=[{"role": "user", "content": PROMPT}], max_tokens=args.tokens,
-                                             temperature=0.0, **extra)
-            seconds = time.perf_counter() - start
-            usage = out["usage"]
-            prompt_tokens = usage["prompt_tokens"]
-            speed = usage["completion_tokens"] / seconds
-            best[name] = max(best.get(name, 0.0), speed)
-            print(f"repeat {rep + 1} {name}: {usage['completion_tokens']} tokens in {seconds:.1f} s", file=sys.stderr)
-    base = best["free text"]
-    lines = [f"# Decoding with and without a grammar ({args.model}, {threads} threads, {prompt_tokens}-token prompt, "
-             f"{args.tokens} tokens out, best of {args.repeats})", "",
-             "| peer | tokens/s (incl. prompt) | relative to free text |", "| --- | ---: | ---: |"]
-    lines += [f"| {name} | {speed:.2f} | {speed / base:.2f}x |" for name, speed in best.items()]
+    lines = ["# Constrained decoding: llama-cpp-python's sampler chain against Sieve's lazy grammar check", ""]
+    lines += one_prompt(args)
+    if args.agent:
+        lines += [""] + agent_runs(args)
     emit(lines, args.out)
 
 

@@ -90,6 +90,10 @@ class Settings:
     # llama.cpp's extra buffer types (the CPU repack kernels): "auto" = off on CPUs with AVX-512, where they
     # were slower (benchmarks/results/llama_config.md), on elsewhere; "on"; "off". Always off where they fault.
     llama_extra_bufts: str = "auto"
+    # greedy JSON-constrained calls check llama.cpp's grammar on the model's top token, and on the whole vocabulary
+    # only when that token breaks it (rag.lm.sampling): the same tokens, ~30 ms a token sooner; false = llama-cpp-python's
+    # own sampler chain, which runs the grammar over every token of the vocabulary at every step
+    llama_lazy_grammar: bool = True
     embedded_max_tokens: int = 512  # output cap per embedded call
     groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
     lm_timeout: int = 60  # seconds per hosted-model attempt
