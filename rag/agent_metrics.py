@@ -25,6 +25,9 @@ Answers         correctness = judged correct / judged answered answerable items;
                 faithful / judged answered items; citation validity = valid / (valid + invalid) citations;
                 answer score = mean ``answer_score`` of judged answered answerable items (compile's answerer
                 metric); end-to-end accuracy = correct answers / answerable items (refusals, errors = wrong).
+Overlap         no model: reference F1 = mean token F1 of answered answerable items against the reference answer
+                (rag.overlap); overlap correctness = share of them with F1 >= rag.overlap.F1_CORRECT; end-to-end
+                overlap accuracy = such answers / answerable items. Computed with or without a judge.
 Ops             latency p50/p95 per query (sum of its steps) and per node (per step); tokens and cost per
                 query. A cached step is charged ``original_latency_ms`` when the harness knows it, and
                 counted in ``cached_step_share``. error rate = items whose agent raised / items.
@@ -40,6 +43,7 @@ from typing import Any
 
 from rag.decisions import answer_score, confusion, f1, grade_confusion, grader_score, rewrite_succeeded
 from rag.metrics import hit_at_k, mrr_at_k, needle_recall, recall_at_k
+from rag.overlap import F1_CORRECT, token_f1
 from rag.pooled import Pooled
 from rag.stats import percentile
 
@@ -97,6 +101,8 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
         correct = bool(judge.get("correct")) if not item.should_refuse else None
         faithful = bool(judge.get("faithful"))
     e2e = None if item.should_refuse else bool(answered and correct)
+    reference = str(getattr(item, "reference_answer", "") or "")
+    overlap = token_f1(prediction["answer"], reference) if answered and reference and not item.should_refuse else None
     valid = len(prediction.get("citations") or []) if answered else 0
     invalid = len(prediction.get("invalid_citations") or []) if answered else 0
 
@@ -110,6 +116,7 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
             "steps": len(steps),
             "used_all_rewrites": (len(rewrites) >= max_rewrites) if (max_rewrites and grades) else None,
             **retrieval, "judged_correct": correct, "judged_faithful": faithful, "e2e_correct": e2e,
+            "reference_f1": overlap, "overlap_correct": None if overlap is None else overlap >= F1_CORRECT,
             "answer_score": answer_score(correct, faithful, valid, invalid) if correct is not None else None,
             "citations_valid": valid, "citations_invalid": invalid,
             "latency_ms": sum(sum(v) for v in by_node.values()), "latency_by_node": by_node,
@@ -135,7 +142,8 @@ def rescore(record: Mapping[str, Any]) -> dict[str, Any]:
 
     old = record.get("scores") or {}
     item = SimpleNamespace(id=record["id"], type=record["type"], should_refuse=bool(record["should_refuse"]),
-                           evidence=list(record.get("evidence") or []))
+                           evidence=list(record.get("evidence") or []),
+                           reference_answer=record.get("reference_answer") or "")
     verdict = record.get("judge")
     new = score_item(item, record.get("prediction"), set(record.get("gold_ids") or []), k=old.get("k") or 4,
                      max_rewrites=old.get("max_rewrites"), error=record.get("error"),
@@ -213,6 +221,12 @@ def _metrics(scores: Sequence[Mapping[str, Any]]) -> Pooled:
     else:
         m.share("e2e_accuracy", [None if s["should_refuse"] else bool(s.get("e2e_correct")) for s in scores],
                 "no answerable items")
+
+    m.mean("reference_f1", per(lambda s: s.get("reference_f1")), "items", "no answered answerable items with a reference")
+    m.share("overlap_correctness", per(lambda s: s.get("overlap_correct")),
+            "no answered answerable items with a reference")
+    m.share("e2e_overlap_accuracy", [None if s["should_refuse"] else bool(s.get("overlap_correct")) for s in scores],
+            "no answerable items")
 
     lat = per(lambda s: s["latency_ms"])
     m.pct("latency_p50_ms", lat, 50, "items", "no items ran")

@@ -121,6 +121,27 @@ def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str
     return out
 
 
+def overlap_agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Reference overlap (rag.overlap: token F1 >= F1_CORRECT) vs the human "correct" label, on every labelled
+    answer of an answerable item, judged or not: n, accuracy, Cohen's kappa, and the two yes counts."""
+    from rag.overlap import F1_CORRECT, right_by_overlap
+
+    lookup = _Lookup(labels)
+    pairs = []
+    for r in records:
+        pred = r.get("prediction") or {}
+        if r.get("should_refuse") or r.get("status") != "ok" or not pred or pred.get("refused"):
+            continue
+        lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
+        reference = r.get("reference_answer") or (lab or {}).get("reference_answer") or ""
+        if lab is not None and reference:
+            pairs.append((right_by_overlap(pred.get("answer") or "", reference), bool(lab["correct"])))
+    rule, human = [a for a, _ in pairs], [b for _, b in pairs]
+    return {"n": len(pairs), "threshold": F1_CORRECT,
+            "accuracy": (sum(a == b for a, b in pairs) / len(pairs)) if pairs else None,
+            "kappa": cohen_kappa(rule, human), "overlap_yes": sum(rule), "human_yes": sum(human)}
+
+
 def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]],
                    grounded: bool = False) -> dict[tuple[str, str], bool | None]:
     """(config, item id) -> right by the human labels, for items that should be answered: a refusal or an error

@@ -502,7 +502,8 @@ def calibrate(
     max_items: int = typer.Option(200, "--max-items", min=1, help="most answers shown in one interactive session"),
     json_out: bool = typer.Option(False, "--json", help="print the agreement as JSON"),
 ) -> None:
-    """Label answers by hand (or import labels) and report the judge's accuracy and Cohen's kappa against them.
+    """Label answers by hand (or import labels) and report the judge's accuracy and Cohen's kappa against them,
+    and those of the model-free reference-overlap rule (token F1 with the reference answer, rag.overlap).
 
     Interactive: each answered item shows question, reference and answer; reply y/n per field, s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text (and its citations, where the label lists them). Two runs of the same config are told apart by their folder names.
 
@@ -513,7 +514,8 @@ def calibrate(
     """
     import json
 
-    from rag.calibrate import agreement, human_accuracy, human_paired, label_interactively, load_labels, save_labels
+    from rag.calibrate import (agreement, human_accuracy, human_paired, label_interactively, load_labels,
+                               overlap_agreement, save_labels)
     from rag.runs import names_apart, read_records
 
     _clean_warnings()
@@ -537,6 +539,7 @@ def calibrate(
         err(f"{added} label(s) added to {store}")
     stored = load_labels(store)
     result = agreement(records, stored)
+    result["overlap"] = overlap_agreement(records, stored)
     result["human_e2e"] = human_accuracy(records, stored)
     result["human_paired"] = human_paired(records, stored)
     result["human_e2e_grounded"] = human_accuracy(records, stored, grounded=True)
@@ -550,6 +553,12 @@ def calibrate(
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
         kappa = "— (undefined: one label only)" if r["kappa"] is None else f"{r['kappa']:.3f}"
         typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {kappa}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
+    o = result["overlap"]
+    if o["n"]:
+        kappa = "— (undefined: one label only)" if o["kappa"] is None else f"{o['kappa']:.3f}"
+        typer.echo(f"correct by reference overlap (token F1 >= {o['threshold']}, no model), on {o['n']} labelled answers "
+                   f"judged or not: accuracy {o['accuracy']:.1%}  Cohen's kappa {kappa}  (overlap yes {o['overlap_yes']}, "
+                   f"human yes {o['human_yes']})")
     for suffix, right in (("", "right"), ("_grounded", "right and faithful to its citations")):
         for config, r in sorted(result["human_e2e" + suffix].items()):
             acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%} [{r['interval'][0]:.1%}, {r['interval'][1]:.1%}]"

@@ -35,6 +35,16 @@ def _e2e(rec: Mapping[str, Any]) -> float | None:
     return None if rec["should_refuse"] else _right(rec)
 
 
+def _e2e_overlap(rec: Mapping[str, Any]) -> float | None:
+    """Answerable items: 1 when answered and right by reference overlap (rag.overlap), no judge needed."""
+    if rec["should_refuse"]:
+        return None
+    if not _ok(rec) or rec["scores"].get("refused"):
+        return 0.0
+    right = rec["scores"].get("overlap_correct")
+    return None if right is None else float(right)
+
+
 def _refused(want_refuse: bool) -> Callable[[Mapping[str, Any]], float | None]:
     def value(rec: Mapping[str, Any]) -> float | None:
         if bool(rec["should_refuse"]) != want_refuse:
@@ -59,6 +69,7 @@ def _grader(rec: Mapping[str, Any]) -> float | None:
 PAIRED: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float | None]], ...] = (
     ("right", "Right decision (correct answer, or refusal when due)", _right),
     ("e2e_accuracy", "End-to-end correct (answerable items)", _e2e),
+    ("e2e_overlap_accuracy", "End-to-end right by reference overlap (answerable items, no model)", _e2e_overlap),
     ("correct_refusal_rate", "Refused (unanswerable items)", _refused(True)),
     ("false_refusal_rate", "Refused (answerable items)", _refused(False)),
     ("grader_score", "Grader score (mean per item)", _grader),

@@ -17,6 +17,7 @@ from typing import Any
 
 from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
+from rag.overlap import F1_CORRECT
 from rag.runs import RESULTS, SUMMARY, names_apart, read_records, recompute_summary
 from rag.trace import Trace
 
@@ -25,6 +26,9 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("e2e_accuracy", "End-to-end accuracy", "pct"),
     ("answer_correctness", "Answer correctness (judge)", "pct"),
     ("faithfulness", "Faithfulness (judge)", "pct"),
+    ("e2e_overlap_accuracy", "End-to-end accuracy by reference overlap (no model)", "pct"),
+    ("overlap_correctness", f"Answers right by reference overlap (F1 >= {F1_CORRECT})", "pct"),
+    ("reference_f1", "Reference token F1 (mean)", "num"),
     ("citation_validity", "Citation validity", "pct"),
     ("answer_score", "Answer score (compile metric)", "num"),
     ("correct_refusal_rate", "Correct-refusal rate", "pct"),
