@@ -45,13 +45,16 @@ class LazyGrammarSampler:
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
         lib = self._lib
-        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self._n_vocab,))
+        pointer = lib.llama_get_logits_ith(ctx.ctx, idx)
+        if not pointer:
+            raise RuntimeError(f"llama.cpp has no logits for position {idx}")
+        logits = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
         token = int(np.argmax(logits))
         if self._grammar is None:
             return token
         self.checks += 1
         self._one.id, self._one.logit, self._one.p = token, float(logits[token]), 0.0
-        self._one_array.size, self._one_array.selected = 1, -1
+        self._one_array.data, self._one_array.size, self._one_array.selected = ctypes.pointer(self._one), 1, -1
         lib.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
         if math.isinf(self._one.logit):  # the model's top token breaks the grammar: filter the whole vocabulary
             token = self._best_allowed(logits)
