@@ -22,6 +22,15 @@ from tests.catalogue_support import check, checksums, docs_folder, golden, index
 from tests.retrieval_support import small_index
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises_keyboardinterrupt():
+    """Ctrl-C as an interactive user sends it. A shell starts background jobs (``pytest &``, ``nohup``) with
+    SIGINT ignored, and a child inherits that, so without this the self-sent SIGINTs below would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture()
 def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
