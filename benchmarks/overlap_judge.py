@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.calibrate import _Lookup, cohen_kappa, load_labels  # noqa: E402
+from rag.calibrate import cohen_kappa, labelled_answers, load_labels  # noqa: E402
 from rag.overlap import F1_CORRECT, token_f1  # noqa: E402
 from rag.runs import read_records  # noqa: E402
 from rag.stats import bootstrap  # noqa: E402
@@ -31,19 +31,15 @@ TEST_RUNS = [RESULTS / name for name in ("eval-full-qwen1.5b-graded", "eval-full
 
 def labelled(runs: list[Path], labels: list[dict]) -> list[dict]:
     """One row per labelled answer of an answerable item: F1, the human label, the judge's verdict (or None)."""
-    lookup, rows = _Lookup(labels), []
+    rows = []
     for run in runs:
-        for r in read_records(run):
-            pred = r.get("prediction") or {}
-            if r.get("should_refuse") or r.get("status") != "ok" or not pred or pred.get("refused"):
-                continue
-            lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
+        for r, lab in labelled_answers(read_records(run), labels):
             if lab is None:
                 continue
             judge = r.get("judge") if isinstance(r.get("judge"), dict) and "error" not in r["judge"] else None
-            rows.append({"f1": token_f1(pred["answer"], r.get("reference_answer") or lab.get("reference_answer") or ""),
-                         "human": bool(lab["correct"]), "judge": None if judge is None else bool(judge["correct"]),
-                         "run": run.name})
+            reference = r.get("reference_answer") or lab.get("reference_answer") or ""
+            rows.append({"f1": token_f1(r["prediction"]["answer"], reference), "human": bool(lab["correct"]),
+                         "judge": None if judge is None else bool(judge["correct"]), "run": run.name})
     return rows
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,21 +121,27 @@ def agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str
     return out
 
 
+def labelled_answers(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]
+                     ) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
+    """(record, its label or None) for every answer to an item that should be answered."""
+    lookup = _Lookup(labels)
+    for r in records:
+        pred = r.get("prediction") or {}
+        if r.get("should_refuse") or r.get("status") != "ok" or not pred or pred.get("refused"):
+            continue
+        yield r, lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
+
+
 def overlap_agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Reference overlap (rag.overlap: token F1 >= F1_CORRECT) vs the human "correct" label, on every labelled
     answer of an answerable item, judged or not: n, accuracy, Cohen's kappa, and the two yes counts."""
     from rag.overlap import F1_CORRECT, right_by_overlap
 
-    lookup = _Lookup(labels)
     pairs = []
-    for r in records:
-        pred = r.get("prediction") or {}
-        if r.get("should_refuse") or r.get("status") != "ok" or not pred or pred.get("refused"):
-            continue
-        lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
+    for r, lab in labelled_answers(records, labels):
         reference = r.get("reference_answer") or (lab or {}).get("reference_answer") or ""
         if lab is not None and reference:
-            pairs.append((right_by_overlap(pred.get("answer") or "", reference), bool(lab["correct"])))
+            pairs.append((right_by_overlap(r["prediction"].get("answer") or "", reference), bool(lab["correct"])))
     rule, human = [a for a, _ in pairs], [b for _, b in pairs]
     return {"n": len(pairs), "threshold": F1_CORRECT,
             "accuracy": (sum(a == b for a, b in pairs) / len(pairs)) if pairs else None,
@@ -148,17 +154,12 @@ def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mappin
     is wrong, an answer is what its label says, None when the answer has no label. ``grounded``: right only when
     the label also says faithful (the cited passages support it), so an answer from the model's own knowledge
     with unrelated citations does not count."""
-    lookup = _Lookup(labels)
-    out: dict[tuple[str, str], bool | None] = {}
-    for r in records:
-        if r.get("should_refuse"):
-            continue
-        pred = r.get("prediction") or {}
-        right: bool | None = False
-        if r.get("status") == "ok" and pred and not pred.get("refused"):
-            lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
-            right = None if lab is None else bool(lab["correct"]) and (bool(lab["faithful"]) or not grounded)
-        out[(str(r.get("config", "")), str(r["id"]))] = right
+    records = list(records)
+    out: dict[tuple[str, str], bool | None] = {(str(r.get("config", "")), str(r["id"])): False
+                                               for r in records if not r.get("should_refuse")}
+    for r, lab in labelled_answers(records, labels):  # answered: what its label says; refused or failed: wrong
+        out[(str(r.get("config", "")), str(r["id"]))] = (
+            None if lab is None else bool(lab["correct"]) and (bool(lab["faithful"]) or not grounded))
     return out
 
 
