@@ -211,6 +211,7 @@ def eval_cmd(
     threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items (default: 1 for the embedded model, else 4)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
+    artifact: Optional[str] = typer.Option(None, "--artifact", help="Evaluate this compiled artifact (name in artifacts/ or a path), even if its dev gain does not clear noise."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     repeat: Optional[int] = typer.Option(None, "--repeat", help="Run the evaluation N times with the LM cache off and print the spread of each metric (run-to-run variance)."),
@@ -225,6 +226,7 @@ def eval_cmd(
       rag eval --config full --split test --limit 20
       rag eval --config baseline --json
       rag eval --config full --gate rag/configs/gate_ci.json --limit 2
+      rag eval --config full --artifact qwen1.5b-bootstrap  # a compiled program, named
       rag eval --config full --limit 6 --repeat 3     # run-to-run spread, cache off
       rag eval --config full --ray auto --workers 8  # items on the Ray cluster of `ray start`
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
@@ -237,6 +239,8 @@ def eval_cmd(
         raise SieveError("--threads runs items in this process and --ray on Ray workers; give one of them")
     if workers is not None and ray is None:
         raise SieveError("--workers needs --ray (workers are Ray actors); for parallel items here use --threads")
+    if artifact is not None and no_artifact:
+        raise SieveError("--artifact NAME runs that compiled program and --no-artifact none; give one of them")
     if quiet:
         _quiet_loading()
     if retrieval_only:
@@ -248,7 +252,7 @@ def eval_cmd(
         from rag.retrieve import Retriever
 
         agent_only = {"--config": config, "--out": out, "--threads": threads, "--no-judge": no_judge or None,
-                      "--no-artifact": no_artifact or None, "--repeat": repeat, "--ray": ray}
+                      "--artifact": artifact, "--no-artifact": no_artifact or None, "--repeat": repeat, "--ray": ray}
         if any(v is not None for v in agent_only.values()):
             raise InputError(f"--retrieval-only runs no agent, so {', '.join(f for f, v in agent_only.items() if v is not None)} "
                              "would be ignored; drop it, or drop --retrieval-only")
@@ -286,7 +290,8 @@ def eval_cmd(
                          "them) or --retrieval-only")
     from rag.eval_cli import run_agent_eval_cli
 
-    pairs = list(sets or []) + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
+    pairs = (list(sets or []) + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
+             + ([f"artifact={artifact}"] if artifact else []))
     on_interrupt("finished items are kept in the run folder; run the same command again to resume")
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,

@@ -130,6 +130,13 @@ CASES = [
          r"^Error: --limit must be >= 1, got 0", golden()),
     Case("--artifact that does not exist", ("ask", "what is assert?", "--index-dir", IDX, "--artifact", "nope"), 1,
          r"^Error: no artifact 'nope' in .*artifacts; available: ([\w.-]+, )*smollm2-bootstrap"),
+    Case("eval --artifact that does not exist", ("eval", "--config", "full", "--golden", G, "--index-dir", IDX,
+                                                 "--out", "{u}/run", "--no-judge", "--artifact", "nope"), 1,
+         r"^Error: no artifact 'nope' in .*artifacts; available: ([\w.-]+, )*smollm2-bootstrap", golden(),
+         then=lambda u, res: not (u / "run" / "results.jsonl").exists() or pytest.fail("the run started")),
+    Case("eval --artifact with --no-artifact", ("eval", "--config", "full", "--artifact", "qwen1.5b-bootstrap",
+                                                "--no-artifact"), 1,
+         r"^Error: --artifact NAME runs that compiled program and --no-artifact none; give one of them"),
     # ---- documents that already behaved well
     Case("only a binary file", ("index", DOCS, "--index-dir", "{u}/idx"), 1,
          r"^Error: .*/docs: none of the 1 supported file\(s\) could be indexed \(1 binary;", files(**{"x.md": b"\x00\x01bin"})),
