@@ -132,3 +132,14 @@ def test_concurrent_and_async_calls_share_one_model(lm):
     assert isinstance(out[0], str)
     model_key = (str(lm.engine.model_path.resolve()), lm.engine.n_ctx)
     assert sum(key[:2] == model_key for key in local._MODELS) == 1  # loaded once for the whole process
+
+
+def test_auto_and_the_value_it_resolves_to_share_one_loaded_model():
+    path = find_smollm2_gguf()
+    resolved = "on" if local.use_extra_bufts("auto") else "off"
+    other = "off" if resolved == "on" else "on"
+    auto_llama, auto_lock = local.load_llama(path, 2048, extra_bufts="auto")
+    same_llama, same_lock = local.load_llama(path, 2048, extra_bufts=resolved)
+    assert same_llama is auto_llama and same_lock is auto_lock
+    if local.use_extra_bufts(other) != local.use_extra_bufts(resolved):  # e.g. not forced off by an AMX build
+        assert local.load_llama(path, 2048, extra_bufts=other)[0] is not auto_llama

@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MAX_TOKENS = 512
 
-_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+_MODELS: dict[tuple[str, int, bool], tuple[Any, threading.Lock]] = {}  # (file, n_ctx, repack kernels on)
+_RESOLVED: dict[tuple[str, int, str], tuple[str, int, bool]] = {}  # (file, n_ctx, extra_bufts setting) -> key
 _MODELS_LOCK = threading.Lock()
 _GRAMMARS: dict[str, Any] = {}
 _STATS_LOCK = threading.Lock()
@@ -84,15 +85,19 @@ def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None,
                extra_bufts: str = "auto") -> tuple[Any, threading.Lock]:
     """The process-wide ``llama_cpp.Llama`` for (path, n_ctx) and the lock guarding it; loads on first use.
 
+    One copy per file, context size and repack choice: ``extra_bufts="auto"`` and the value it resolves to here
+    share the same loaded model (a 1.1 GB model is never loaded twice for two spellings of one setting).
+
     Before the first load of a file the engine is checked in a child process (``rag.lm.probe``), so a
     build that faults on this CPU is reported in one line instead of killing the process. A build with
     AMX kernels on an AMX CPU (the known fault) runs without llama.cpp's extra buffer types; otherwise
     ``extra_bufts`` (auto, on, off) decides (:func:`use_extra_bufts`).
     """
     path = Path(path).expanduser().resolve()
-    key = (str(path), int(n_ctx), extra_bufts)
+    asked = (str(path), int(n_ctx), extra_bufts)
     with _MODELS_LOCK:
-        if key not in _MODELS:  # the CPU and build checks below run once per model, not per call
+        key = _RESOLVED.get(asked)
+        if key is None:  # the CPU and build checks below run once per model and setting, not per call
             if not path.is_file():
                 raise ModelError(f"GGUF model file {path} does not exist; set gguf_path to an existing .gguf file")
             try:
@@ -100,18 +105,25 @@ def load_llama(path: str | Path, n_ctx: int, n_threads: int | None = None,
             except ImportError as exc:
                 raise ModelError(f"llama-cpp-python cannot be imported ({exc}); install it: {probe.REBUILD}") from None
             repack = use_extra_bufts(extra_bufts)
-            if probe.amx_risk():
-                log.warning("this llama-cpp-python build has AMX kernels, which fault on this CPU; running without "
-                            "extra buffer types. Rebuild it: %s", probe.REBUILD)
-            probe.ensure_engine_runs(path, extra_bufts=repack)
-            threads = int(n_threads or default_threads())
-            try:
-                llama = probe.new_llama(extra_bufts=repack, model_path=str(path), n_ctx=int(n_ctx), n_threads=threads,
-                                        n_threads_batch=threads, seed=0, verbose=False)
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
-            _MODELS[key] = (sampling.install(llama), threading.Lock())
+            key = (str(path), int(n_ctx), repack)  # "auto" and the value it resolves to share one loaded model
+            if key not in _MODELS:
+                _MODELS[key] = _load(path, int(n_ctx), n_threads, repack)
+            _RESOLVED[asked] = key
         return _MODELS[key]
+
+
+def _load(path: Path, n_ctx: int, n_threads: int | None, repack: bool) -> tuple[Any, threading.Lock]:
+    if probe.amx_risk():
+        log.warning("this llama-cpp-python build has AMX kernels, which fault on this CPU; running without "
+                    "extra buffer types. Rebuild it: %s", probe.REBUILD)
+    probe.ensure_engine_runs(path, extra_bufts=repack)
+    threads = int(n_threads or default_threads())
+    try:
+        llama = probe.new_llama(extra_bufts=repack, model_path=str(path), n_ctx=n_ctx, n_threads=threads,
+                                n_threads_batch=threads, seed=0, verbose=False)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
+    return sampling.install(llama), threading.Lock()
 
 
 def stats() -> dict[str, int]:
