@@ -2,7 +2,7 @@
 
 llama-cpp-python samples with a chain (penalties -> grammar -> greedy) that runs llama.cpp's grammar over all
 151,936 candidate tokens of a Qwen vocabulary at every step: about 30 ms a token on 2 cores, a quarter of a
-1.5B model's decode time (`benchmarks/grammar_sampling.py`). Under greedy decoding the grammar only matters when
+1.5B model's decode time (`benchmarks/grammar_decode.py`). Under greedy decoding the grammar only matters when
 the model's own top token breaks it, so :class:`LazyGrammarSampler` does what llama.cpp's own ``common_sampler``
 does: take the top token, ask the grammar about that one token, and run the grammar over the whole vocabulary only
 when it is rejected. The chosen token is the same either way (the top token, when the grammar allows it, is also
@@ -21,6 +21,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 
 class LazyGrammarSampler:
     """Greedy sampling, constrained by a grammar when one is given; the grammar's state advances with every
