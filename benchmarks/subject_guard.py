@@ -31,7 +31,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.context import _FILLER, missing_terms  # noqa: E402
+from rag.context import _FILLER, missing_terms, split_citations  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 
 
@@ -56,10 +56,11 @@ VARIANTS: dict[str, Callable[[str, Sequence], list[str]]] = {
 
 
 def accepted(rec: dict) -> list[SimpleNamespace]:
-    """The passages the agent would check: those the grader chose, or all shown when it chose none it was shown."""
+    """The passages the agent would check: those the grader chose, resolved as the agent resolves them (an id, a
+    passage number "[2]" or a copied header), or all shown when it chose none it was shown."""
     hits = [SimpleNamespace(**h) for h in rec["hits"]]
-    chosen = [h for h in hits if h.chunk_id in set(rec["chosen_ids"])]
-    return chosen or hits
+    chosen, _ = split_citations([str(c) for c in rec["chosen_ids"]], [h.chunk_id for h in hits])
+    return [h for h in hits if h.chunk_id in chosen] or hits
 
 
 def pct(num: int, den: int) -> str:

@@ -48,3 +48,14 @@ def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
     assert missing_terms("a module's __dict__", [_Passage("a module object has a __dict__")]) == []
     # a stem keeps at least four letters, so short words must appear as written
     assert missing_terms("uses", [_Passage("a user")]) == ["uses"]
+
+
+def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
+    """benchmarks/subject_guard.py re-runs the guard on recorded grader calls: "[2]" and a copied header name one
+    passage, as rag.context.resolve reads them, not "none named, so all four" (its first version's mistake)."""
+    from benchmarks.subject_guard import accepted
+
+    hits = [{"chunk_id": f"p#00{i}", "title": f"Passage {i}", "text": f"text {i}"} for i in range(1, 5)]
+    assert [h.chunk_id for h in accepted({"hits": hits, "chosen_ids": ["[2]"]})] == ["p#002"]
+    assert [h.chunk_id for h in accepted({"hits": hits, "chosen_ids": ["[3] [p#003] Passage 3", "p#001"]})] == ["p#001", "p#003"]
+    assert len(accepted({"hits": hits, "chosen_ids": ["ghost#404"]})) == 4  # nothing shown named: all shown, as before
