@@ -1,14 +1,16 @@
 """`rag ask` wall time per answerable question, cold start included, per embedded model, side by side.
 
 Run: python benchmarks/ask_latency.py [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b] [--n 10] [--config full]
-                                      [--extra-bufts auto] [--out benchmarks/results/ask_latency.md]
+                                      [--extra-bufts auto] [--compare KEY=V1,V2]
+                                      [--out benchmarks/results/ask_latency.md]
 
 Each question is a fresh `rag ask QUESTION --no-cache --json` process (imports, index and model load
 included, as a user sees it) on the answerable items of the golden test split, in file order. The table
 gives p50 / p95 / mean wall seconds per model, the outcome counts, and each model's p50 as a ratio of the
 first model's. ``--extra-bufts on,off`` runs each model with llama.cpp's extra buffer types (the CPU
 repack kernels) on and off (the ``llama_extra_bufts`` setting), the variants taking turns question by
-question. Run it on an otherwise idle machine: these figures are the machine's, not the model's.
+question. ``--compare id_choices=true,false`` does the same for any setting (each value as ``--set KEY=VALUE``).
+Run it on an otherwise idle machine: these figures are the machine's, not the model's.
 """
 
 from __future__ import annotations
@@ -61,20 +63,24 @@ def main() -> None:
     parser.add_argument("--golden", default=str(ROOT / "golden" / "python_ref.jsonl"))
     parser.add_argument("--no-reflection", action="store_true", help="baseline: retrieve then answer")
     parser.add_argument("--extra-bufts", default="auto", help="llama_extra_bufts values to compare, e.g. on,off")
+    parser.add_argument("--compare", help="a setting and the values to compare, e.g. id_choices=true,false")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     items = [it for it in load_golden(args.golden) if it.split == "test" and it.type == "answerable"][: args.n]
     flags = ["--no-reflection"] if args.no_reflection else []
-    variants = [(model, bufts) for model in args.models.split(",") for bufts in args.extra_bufts.split(",")]
-    results: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
+    key, _, values = (args.compare or "").partition("=")
+    settings = [f"{key}={v}" for v in values.split(",")] if args.compare else [""]
+    variants = [(model, bufts, setting) for model in args.models.split(",") for bufts in args.extra_bufts.split(",")
+                for setting in settings]
+    results: dict[tuple[str, str, str], list[dict]] = {v: [] for v in variants}
     for i, it in enumerate(items, 1):
-        for model, bufts in variants:
-            res = ask(it.question, model, flags, bufts)
-            results[(model, bufts)].append(res)
-            print(f"[{model}, extra_bufts={bufts}] {i}/{len(items)} {res['wall_s']:.1f} s {res['outcome']} "
+        for model, bufts, setting in variants:
+            res = ask(it.question, model, flags + (["--set", setting] if setting else []), bufts)
+            results[(model, bufts, setting)].append(res)
+            print(f"[{model}, extra_bufts={bufts}{', ' + setting if setting else ''}] {i}/{len(items)} {res['wall_s']:.1f} s {res['outcome']} "
                   f"({res.get('steps', '?')} steps, {res.get('tokens_out', '?')} output tokens)", file=sys.stderr, flush=True)
     rows = []
-    for (model, bufts), done in results.items():
+    for (model, bufts, setting), done in results.items():
         walls = [r["wall_s"] for r in done]
         lm = [r["lm_s"] for r in done if "lm_s" in r]
         outcomes = {o: sum(r["outcome"] == o for r in done) for o in ("answered", "refused", "error")}
@@ -83,6 +89,7 @@ def main() -> None:
         steps = [r["steps"] for r in done if "steps" in r]
         outcomes["steps"] = statistics.mean(steps) if steps else float("nan")
         label = model if len(args.extra_bufts.split(",")) == 1 else f"{model}, extra buffer types {bufts}"
+        label += f", {setting}" if len(settings) > 1 else ""
         rows.append((label, len(walls), percentile(walls, 0.5), percentile(walls, 0.95), statistics.mean(walls),
                      statistics.mean(lm) if lm else float("nan"), outcomes))
     base = rows[0][2]

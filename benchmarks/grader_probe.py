@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import dspy  # noqa: E402
 
+from rag.adapter import shown_ids  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.context import format_context, split_citations  # noqa: E402
 from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
@@ -35,13 +36,14 @@ from benchmarks.tables import emit  # noqa: E402
 from signatures import Grader  # noqa: E402
 
 
-def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int | None) -> dict:
+def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int | None, id_choices: bool = True) -> dict:
     """One grader call on the top-k passages for ``it``; the record keeps what the agent's subject guard needs
     (subject, chosen ids, the passages), so guard variants can be compared offline (benchmarks/subject_guard.py)."""
     hits = retriever.search(it.question, k=k)
     shown = [h.chunk_id for h in hits]
     start = time.perf_counter()
-    pred, stats = metered_call(grade, lm, question=it.question, context=format_context(hits, max_chars=passage_chars))
+    with shown_ids(shown if id_choices else ()):  # as the agent calls it (setting id_choices)
+        pred, stats = metered_call(grade, lm, question=it.question, context=format_context(hits, max_chars=passage_chars))
     latency = time.perf_counter() - start
     _, invalid = split_citations([str(x) for x in pred.relevant_chunk_ids or []], shown)
     return {"model": model, "id": it.id, "type": it.type, "question": it.question,
@@ -49,11 +51,12 @@ def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int 
             "subject": str(getattr(pred, "subject", "") or ""), "reason": str(pred.reason or ""),
             "chosen_ids": [str(x) for x in pred.relevant_chunk_ids or []], "invalid_ids": invalid,
             "hits": [{"chunk_id": h.chunk_id, "title": h.title, "text": h.text} for h in hits],
-            "passage_chars": passage_chars, "latency_s": latency, "tokens_in": stats.tokens_in,
+            "passage_chars": passage_chars, "id_choices": id_choices, "latency_s": latency, "tokens_in": stats.tokens_in,
             "tokens_out": stats.tokens_out, "notes": list(stats.notes)}
 
 
-def probe(model: str, items, retriever, k: int, records: Path | None = None, passage_chars: int | None = None) -> dict:
+def probe(model: str, items, retriever, k: int, records: Path | None = None, passage_chars: int | None = None,
+          id_choices: bool = True) -> dict:
     settings = load_settings({"embedded_model": model, "cache": False})
     lm = build_lm("embedded", settings)
     grade = dspy.Predict(Grader)
@@ -61,13 +64,14 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
     unanswerable_rejected = unanswerable = bad_ids = notes = 0
     latencies, tokens_in, tokens_out, rows = [], [], [], []
     done = {}
-    if records and records.is_file():  # resume: items already probed with this model and passage length
+    if records and records.is_file():  # resume: items already probed with this model, passage length and id choice
         for line in records.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
-            if rec["model"] == model and rec.get("passage_chars") == passage_chars:
+            if (rec["model"] == model and rec.get("passage_chars") == passage_chars
+                    and rec.get("id_choices", False) == id_choices):  # records before the setting: free ids
                 done[rec["id"]] = rec
     for i, it in enumerate(items, 1):
-        rec = done.get(it.id) or _grade_one(model, it, retriever, grade, lm, k, passage_chars)
+        rec = done.get(it.id) or _grade_one(model, it, retriever, grade, lm, k, passage_chars, id_choices)
         if records and it.id not in done:
             with records.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -85,10 +89,10 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
             unanswerable += 1
             unanswerable_rejected += not said
         rows.append((it.id, it.type, positive, said, rec["reason"][:90]))
-        print(f"[{model}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {rec['latency_s']:.1f}s "
+        print(f"[{model}{'' if id_choices else ', free ids'}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {rec['latency_s']:.1f}s "
               f"subject={rec['subject']!r} reason={rec['reason'][:70]!r}", file=sys.stderr, flush=True)
     n = len(items)
-    return {"model": model, "n": n, "precision": tp / (tp + fp) if tp + fp else float("nan"),
+    return {"model": model + ("" if id_choices else " (free ids)"), "n": n, "precision": tp / (tp + fp) if tp + fp else float("nan"),
             "recall": tp / (tp + fn) if tp + fn else float("nan"), "accuracy": (tp + tn) / n,
             "positives": tp + fn, "unanswerable_rejected": f"{unanswerable_rejected}/{unanswerable}",
             "bad_ids": bad_ids, "notes": notes, "p50_s": statistics.median(latencies),
@@ -106,12 +110,16 @@ def main() -> None:
     parser.add_argument("--records", type=Path, help="append one JSON line per item (subject, ids, passages shown)")
     parser.add_argument("--passage-chars", type=int, default=None,
                         help="show the grader only the first N characters of each passage (a latency lever)")
+    parser.add_argument("--id-choices", default="on", help="on, off or on,off: the grader may name only the shown "
+                        "ids (the default, setting id_choices) or any string; on,off probes both, one after the other")
     args = parser.parse_args()
     settings = load_settings({"cache": False})
     configure_dspy(settings)
     retriever = Retriever.from_settings(settings)
     items = [it for it in load_golden(args.golden) if it.split == args.split][: args.limit]
-    results = [probe(m, items, retriever, args.k, args.records, args.passage_chars) for m in args.models.split(",")]
+    choices = [{"on": True, "off": False}[v] for v in args.id_choices.split(",")]
+    results = [probe(m, items, retriever, args.k, args.records, args.passage_chars, c)
+               for m in args.models.split(",") for c in choices]
     base = results[0]["p50_s"]
     lines = [f"Grader alone on the `{args.split}` split (n = {len(items)}), hybrid top {args.k}, built-in index, "
              f"cache off (`python benchmarks/grader_probe.py --split {args.split}`)", "",

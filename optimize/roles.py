@@ -28,7 +28,8 @@ from typing import Any
 import dspy
 
 from rag.decisions import answer_score, grader_score, rewrite_succeeded
-from rag.context import extract_citations, format_context, split_citations
+from rag.adapter import shown_ids
+from rag.context import context_ids, extract_citations, format_context, split_citations
 from signatures import Answerer, Grader, Judge, Rewriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
@@ -36,12 +37,14 @@ NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
 
 
 class GradeStep(dspy.Module):
-    def __init__(self):
+    def __init__(self, id_choices: bool = True):
         super().__init__()
         self.predict = dspy.Predict(Grader)
+        self.id_choices = id_choices  # as the agent calls it: ids only from the context (setting id_choices)
 
     def forward(self, question: str, context: str) -> dspy.Prediction:
-        return self.predict(question=question, context=context)
+        with shown_ids(context_ids(context) if self.id_choices else ()):
+            return self.predict(question=question, context=context)
 
 
 class RewriteStep(dspy.Module):
@@ -54,12 +57,14 @@ class RewriteStep(dspy.Module):
 
 
 class AnswerStep(dspy.Module):
-    def __init__(self):
+    def __init__(self, id_choices: bool = True):
         super().__init__()
         self.predict = dspy.Predict(Answerer)
+        self.id_choices = id_choices
 
     def forward(self, question: str, context: str) -> dspy.Prediction:
-        return self.predict(question=question, context=context)
+        with shown_ids(context_ids(context) if self.id_choices else ()):
+            return self.predict(question=question, context=context)
 
 
 class JudgeStep(dspy.Module):

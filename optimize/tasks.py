@@ -78,14 +78,15 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
             only = "relevant" if kinds == {True} else "not relevant"
             raise InputError("the grader needs both relevant and not-relevant examples in train, but every train "
                              f"item's first retrieval is {only}; add answerable and unanswerable items")
-        tasks["grader"] = RoleTask("grader", GradeStep(), grader_metric, **splits, calls_per_example=1)
+        tasks["grader"] = RoleTask("grader", GradeStep(settings.id_choices), grader_metric, **splits, calls_per_example=1)
 
     if "rewriter" in roles:
         missed = [i for i in answerable if i.type == "vague"
                   or not {h.chunk_id for h in retriever.search(i.question, k=k)} & gold[i.id]]
         pool = missed if len({i.split for i in missed}) == 3 else answerable
         splits = _by_split([(i.split, rewriter_example(i, gold[i.id])) for i in pool], "rewriter")
-        grade = GradeStep() if lms.get("grader") is None else _bound(GradeStep(), lms["grader"])
+        step = GradeStep(settings.id_choices)
+        grade = step if lms.get("grader") is None else _bound(step, lms["grader"])
         tasks["rewriter"] = RoleTask("rewriter", RewriteStep(), make_rewriter_metric(retriever, k, grade),
                                      **splits, calls_per_example=2)
 
@@ -98,7 +99,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
             pairs.append((i.split, answerer_example(i, hits, cut)))
         splits = _by_split(pairs, "answerer")
         judge = JudgeStep()
-        tasks["answerer"] = RoleTask("answerer", AnswerStep(), make_answerer_metric(judge, lms.get("judge")),
+        tasks["answerer"] = RoleTask("answerer", AnswerStep(settings.id_choices), make_answerer_metric(judge, lms.get("judge")),
                                      **splits, calls_per_example=2)
 
     if "judge" in roles:

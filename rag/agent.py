@@ -8,7 +8,8 @@ With ``use_reflection=False`` it is the baseline: retrieve, then answer from wha
 
 Once the grader accepts, the answerer reads (``answer_context``) the very context the grader read ("graded", the
 default: same text, so llama.cpp reuses its KV cache and the passages are read once per question) or only the
-passages the grader listed ("accepted").
+passages the grader listed ("accepted"). The grader and the answerer may name only the passages they were shown
+(``id_choices``: the ids become an enum in the response schema, ``rag.adapter.shown_ids``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import dspy
 
+from rag.adapter import shown_ids
 from rag.config import ANSWER_CONTEXTS
 from rag.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
 from rag.errors import InputError
@@ -34,7 +36,7 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
-                 grade_passage_chars: int | None = None, answer_context: str = "graded"):
+                 grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -44,6 +46,7 @@ class Sieve(dspy.Module):
         if answer_context not in ANSWER_CONTEXTS:
             raise ValueError(f"answer_context must be one of {', '.join(ANSWER_CONTEXTS)}, got {answer_context!r}")
         self.answer_context = answer_context
+        self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.adapter.shown_ids)
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
@@ -84,7 +87,7 @@ class Sieve(dspy.Module):
             step.verdict, step.reason = False, "retrieval returned nothing"
             return [], step.reason
         context = format_context(hits, max_chars=self.grade_passage_chars)
-        pred, stats = self._call("grader", self.grade, question=question, context=context)
+        pred, stats = self._call("grader", self.grade, shown, question=question, context=context)
         _record(step, stats)
         chosen, invalid = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], shown)
         if invalid:
@@ -108,7 +111,7 @@ class Sieve(dspy.Module):
 
     def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
         step = trace.add(Step(node="rewrite", query=tried[-1]))
-        pred, stats = self._call("rewriter", self.rewrite, question=question, tried_queries=tried, grader_reason=reason)
+        pred, stats = self._call("rewriter", self.rewrite, [], question=question, tried_queries=tried, grader_reason=reason)
         _record(step, stats)
         new = " ".join(str(pred.query or "").split())
         echoed = bool(_PLACEHOLDER.fullmatch(new))
@@ -123,7 +126,7 @@ class Sieve(dspy.Module):
         shown = [h.chunk_id for h in hits]
         step = trace.add(Step(node="answer", shown_ids=shown))
         context = format_context(hits, max_chars=max_chars)
-        pred, stats = self._call("answerer", self.respond, question=question, context=context)
+        pred, stats = self._call("answerer", self.respond, shown, question=question, context=context)
         _record(step, stats)
         answer = str(pred.answer or "").strip()
         valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)
@@ -145,8 +148,9 @@ class Sieve(dspy.Module):
         return dspy.Prediction(answer=REFUSAL, refused=True, citations=[], sources=[],
                                closest=[_source(h) for h in hits], trace=trace, invalid_citations=[])
 
-    def _call(self, role: str, predictor: dspy.Module, **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
-        return metered_call(predictor, self.lms.get(role), **inputs)
+    def _call(self, role: str, predictor: dspy.Module, ids: list[str], **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
+        with shown_ids(ids if self.id_choices else ()):
+            return metered_call(predictor, self.lms.get(role), **inputs)
 
 
 def _record(step: Step, stats: CallStats) -> None:

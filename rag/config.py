@@ -75,6 +75,10 @@ class Settings:
     # shown, cut as the grader saw them; llama.cpp then reuses its KV cache for it, so the passages are read once);
     # "accepted" = only the passages the grader listed, whole
     answer_context: str = "graded"
+    # the grader's and answerer's id lists may name only the passages shown (a JSON-schema enum the engines
+    # enforce, rag.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
+    # an id it was not shown; false = any string, as before
+    id_choices: bool = True
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None

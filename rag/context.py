@@ -38,6 +38,14 @@ def format_context(hits: Sequence[Any], max_chars: int | None = None) -> str:
     return "\n\n".join(blocks)
 
 
+_HEADER = re.compile(r"^\[\d+\] \[([^\[\]\n]+)\]", re.M)  # an id may hold spaces (a file name), not brackets
+
+
+def context_ids(context: str) -> list[str]:
+    """The ids of the passages in a context :func:`format_context` wrote, in order (its ``[n] [id]`` headers)."""
+    return list(dict.fromkeys(_HEADER.findall(context or "")))
+
+
 def extract_citations(answer: str, cited: Iterable[str] | None = None) -> list[str]:
     """All references the answer makes: its ``cited_ids`` field first, then inline ``[id]`` or ``[n]`` markers;
     order kept, no repeats. Passage numbers are resolved against the shown ids by :func:`split_citations`."""

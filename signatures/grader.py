@@ -17,4 +17,4 @@ class Grader(dspy.Signature):
     subject: str = dspy.OutputField(desc="the name the question asks about, in 1-4 words", max_length=60, default="")
     relevant_chunk_ids: list[str] = dspy.OutputField(desc="ids of the passages that state the answer, copied from the context; [] if none")
     relevant: bool = dspy.OutputField(desc="true only if a listed passage mentions the subject and states the answer")
-    reason: str = dspy.OutputField(desc="a few words: what the passages say or what is missing", max_length=100)
+    reason: str = dspy.OutputField(desc="a few words: what the passages say or what is missing", max_length=60)

@@ -67,7 +67,7 @@ def test_output_max_length_reaches_the_schema_the_engine_constrains_to():
     kwargs: dict = {}
     SieveAdapter()._prepare_response_format(lm, kwargs, Grader)
     properties = kwargs["response_format"].model_json_schema()["properties"]
-    assert properties["reason"]["maxLength"] == 100
+    assert properties["reason"]["maxLength"] == 60
     assert "maxLength" not in properties["relevant_chunk_ids"]
     assert list(properties) == ["subject", "relevant_chunk_ids", "relevant", "reason"]
 
@@ -124,3 +124,38 @@ def test_a_key_spilled_into_the_last_free_text_field_is_cut_off():
     # quotes the model escaped itself are its text, even when they look like a key
     escaped = '{"cited_ids": [], "answer": "Write \\", \\"key\\": 1 [a#001]"}'
     assert close_last_string(escaped, "answer") == (escaped, False, False)
+
+
+def _id_schemas(signature, ids=None):
+    from types import SimpleNamespace
+
+    from rag.adapter import shown_ids
+
+    lm = SimpleNamespace(supported_params={"response_format"}, supports_response_schema=True)
+    kwargs: dict = {}
+    if ids is None:
+        SieveAdapter()._prepare_response_format(lm, kwargs, signature)
+    else:
+        with shown_ids(ids):
+            SieveAdapter()._prepare_response_format(lm, kwargs, signature)
+    return kwargs["response_format"].model_json_schema()["properties"]
+
+
+def test_inside_shown_ids_the_id_lists_may_name_only_those_ids():
+    ids = ["with#001", "with#002", "compound#004"]
+    assert _id_schemas(Grader, ids)["relevant_chunk_ids"]["items"] == {"type": "string", "enum": ids}
+    assert _id_schemas(Answerer, ids)["cited_ids"]["items"] == {"type": "string", "enum": ids}
+    assert _id_schemas(Grader, ids)["subject"] == _id_schemas(Grader)["subject"]  # other fields untouched
+    assert "enum" not in str(_id_schemas(Judge, ids))  # no *_ids output: nothing to constrain
+
+
+def test_outside_shown_ids_or_with_none_shown_ids_are_free_strings():
+    from rag.adapter import shown_ids
+
+    assert _id_schemas(Grader)["relevant_chunk_ids"]["items"] == {"type": "string"}
+    assert _id_schemas(Grader, [])["relevant_chunk_ids"]["items"] == {"type": "string"}
+    with shown_ids(["a#001"]):
+        with shown_ids(["b#002"]):
+            assert _id_schemas(Grader)["relevant_chunk_ids"]["items"]["enum"] == ["b#002"]
+        assert _id_schemas(Grader)["relevant_chunk_ids"]["items"]["enum"] == ["a#001"]
+    assert _id_schemas(Grader)["relevant_chunk_ids"]["items"] == {"type": "string"}  # restored on exit

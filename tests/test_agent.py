@@ -224,3 +224,55 @@ def test_the_answer_context_setting_lists_its_allowed_values():
     assert Settings().validate().answer_context == "graded"
     with pytest.raises(ConfigError, match="answer_context='all' is not allowed; use one of: graded, accepted"):
         Settings().replace(answer_context="all").validate()
+
+
+class SchemaLM(DummyLM):
+    """DummyLM that takes a response schema, as the embedded and Groq engines do, and keeps each one it was sent
+    (in ``schemas``, shared with the copies the agent's metering makes)."""
+
+    supported_params = {"response_format"}
+    supports_response_schema = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.schemas: list[dict] = []
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        self.schemas.append(kwargs["response_format"].model_json_schema()["properties"])
+        return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+
+@pytest.mark.parametrize("id_choices", [True, False])
+def test_the_grader_and_answerer_may_name_only_the_ids_they_were_shown(retriever, id_choices):
+    from rag.adapter import SieveAdapter
+
+    lm = SchemaLM([{"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "says it"},
+                   {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."}], adapter=SieveAdapter())
+    dspy.configure(lm=lm, adapter=SieveAdapter())
+    pred = Sieve(retriever, id_choices=id_choices)(question="What does the with statement do?")
+    grade, answer = pred.trace.of("grade")[0], pred.trace.of("answer")[0]
+    schemas = lm.schemas
+    assert len(schemas) == 2 and len(grade.shown_ids) > 1
+    if id_choices:
+        assert schemas[0]["relevant_chunk_ids"]["items"]["enum"] == grade.shown_ids
+        assert schemas[1]["cited_ids"]["items"]["enum"] == answer.shown_ids
+    else:
+        assert "enum" not in schemas[0]["relevant_chunk_ids"]["items"]
+        assert "enum" not in schemas[1]["cited_ids"]["items"]
+    assert pred.citations == ["with#001"]
+
+
+def test_the_compile_steps_constrain_ids_as_the_agent_does(retriever):
+    from optimize.roles import AnswerStep, GradeStep
+    from rag.adapter import SieveAdapter
+
+    hits = retriever.search("What does the with statement do?", k=3)
+    context = format_context(hits)
+    for step, reply, key in [(GradeStep(), {"subject": "with", "relevant_chunk_ids": [hits[0].chunk_id],
+                                            "relevant": True, "reason": "r"}, "relevant_chunk_ids"),
+                             (AnswerStep(), {"cited_ids": [hits[0].chunk_id], "answer": "a"}, "cited_ids")]:
+        lm = SchemaLM([reply], adapter=SieveAdapter())
+        with dspy.context(lm=lm, adapter=SieveAdapter()):
+            step(question="What does the with statement do?", context=context)
+        items = lm.schemas[-1][key]["items"]
+        assert items["enum"] == [h.chunk_id for h in hits]

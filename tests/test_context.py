@@ -59,3 +59,12 @@ def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
     assert [h.chunk_id for h in accepted({"hits": hits, "chosen_ids": ["[2]"]})] == ["p#002"]
     assert [h.chunk_id for h in accepted({"hits": hits, "chosen_ids": ["[3] [p#003] Passage 3", "p#001"]})] == ["p#001", "p#003"]
     assert len(accepted({"hits": hits, "chosen_ids": ["ghost#404"]})) == 4  # nothing shown named: all shown, as before
+
+
+def test_context_ids_reads_back_the_ids_format_context_wrote():
+    from rag.context import context_ids
+
+    hits = [Hit(chunk_id=cid, text=f"text of {cid} [not#001]", title="T", source="s", rank=i, score=1.0, stages={})
+            for i, cid in enumerate(["with#001", "docs/a b.md#002", "compound#004"], 1)]
+    assert context_ids(format_context(hits)) == ["with#001", "docs/a b.md#002", "compound#004"]  # a file name with a space
+    assert context_ids("no headers here") == [] and context_ids("") == []

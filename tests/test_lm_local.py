@@ -143,3 +143,21 @@ def test_auto_and_the_value_it_resolves_to_share_one_loaded_model():
     assert same_llama is auto_llama and same_lock is auto_lock
     if local.use_extra_bufts(other) != local.use_extra_bufts(resolved):  # e.g. not forced off by an AMX build
         assert local.load_llama(path, 2048, extra_bufts=other)[0] is not auto_llama
+
+
+def test_inside_shown_ids_the_real_grammar_writes_only_shown_ids(lm):
+    """The enum reaches llama.cpp's grammar: SmolLM2, free to write any string, names only ids it was shown."""
+    from rag.adapter import SieveAdapter, shown_ids
+    from signatures import Grader
+
+    shown = ["with#001", "compound#004", "while#000"]
+    context = "\n\n".join(f"[{i}] [{cid}] Statement {cid.split('#')[0]}\n<<<\nThe {cid.split('#')[0]} statement "
+                          "runs a block.\n>>>" for i, cid in enumerate(shown, 1))
+    named, free = [], []
+    with dspy.context(lm=lm, adapter=SieveAdapter()):
+        for question in ("What does the with statement do?", "How does while end?", "What is compound?"):
+            with shown_ids(shown):
+                named += dspy.Predict(Grader)(question=question, context=context).relevant_chunk_ids
+            free += dspy.Predict(Grader)(question=question, context=context).relevant_chunk_ids
+    assert named and set(named) <= set(shown)
+    assert set(free) - set(shown)  # unconstrained, the same model names what it was not shown (here: "")
