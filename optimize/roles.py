@@ -36,15 +36,24 @@ ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
 NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
 
 
-class GradeStep(dspy.Module):
+class _ContextStep(dspy.Module):
+    """One role over (question, context), called as the agent calls it: with ``id_choices`` its ``*_ids`` outputs
+    may name only the passages in the context (``rag.adapter.shown_ids``)."""
+
+    signature: type[dspy.Signature]
+
     def __init__(self, id_choices: bool = True):
         super().__init__()
-        self.predict = dspy.Predict(Grader)
-        self.id_choices = id_choices  # as the agent calls it: ids only from the context (setting id_choices)
+        self.predict = dspy.Predict(self.signature)
+        self.id_choices = id_choices
 
     def forward(self, question: str, context: str) -> dspy.Prediction:
         with shown_ids(context_ids(context) if self.id_choices else ()):
             return self.predict(question=question, context=context)
+
+
+class GradeStep(_ContextStep):
+    signature = Grader
 
 
 class RewriteStep(dspy.Module):
@@ -56,15 +65,8 @@ class RewriteStep(dspy.Module):
         return self.predict(question=question, tried_queries=tried_queries, grader_reason=grader_reason)
 
 
-class AnswerStep(dspy.Module):
-    def __init__(self, id_choices: bool = True):
-        super().__init__()
-        self.predict = dspy.Predict(Answerer)
-        self.id_choices = id_choices
-
-    def forward(self, question: str, context: str) -> dspy.Prediction:
-        with shown_ids(context_ids(context) if self.id_choices else ()):
-            return self.predict(question=question, context=context)
+class AnswerStep(_ContextStep):
+    signature = Answerer
 
 
 class JudgeStep(dspy.Module):
