@@ -69,6 +69,8 @@ def main() -> None:
     items = [it for it in load_golden(args.golden) if it.split == "test" and it.type == "answerable"][: args.n]
     flags = ["--no-reflection"] if args.no_reflection else []
     key, _, values = (args.compare or "").partition("=")
+    if args.compare and not (key and values):
+        parser.error(f"--compare {args.compare!r}: give a setting and its values, e.g. id_choices=true,false")
     settings = [f"{key}={v}" for v in values.split(",")] if args.compare else [""]
     variants = [(model, bufts, setting) for model in args.models.split(",") for bufts in args.extra_bufts.split(",")
                 for setting in settings]

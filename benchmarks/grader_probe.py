@@ -117,6 +117,8 @@ def main() -> None:
     configure_dspy(settings)
     retriever = Retriever.from_settings(settings)
     items = [it for it in load_golden(args.golden) if it.split == args.split][: args.limit]
+    if not set(args.id_choices.split(",")) <= {"on", "off"}:
+        parser.error(f"--id-choices {args.id_choices!r}: use on, off or on,off")
     choices = [{"on": True, "off": False}[v] for v in args.id_choices.split(",")]
     results = [probe(m, items, retriever, args.k, args.records, args.passage_chars, c)
                for m in args.models.split(",") for c in choices]
