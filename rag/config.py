@@ -195,7 +195,8 @@ def _coerce(name: str, value: Any) -> Any:
             return Path(text).expanduser()
         return text
     except ValueError:
-        raise ConfigError(f"setting {name}={value!r} is not a valid {typ}") from None
+        hint = "; use true or false" if typ.startswith("bool") else ""
+        raise ConfigError(f"setting {name}={value!r} is not a valid {typ}{hint}") from None
 
 
 def config_file_path() -> Path | None:

@@ -276,3 +276,12 @@ def test_the_compile_steps_constrain_ids_as_the_agent_does(retriever):
             step(question="What does the with statement do?", context=context)
         items = lm.schemas[-1][key]["items"]
         assert items["enum"] == [h.chunk_id for h in hits]
+
+
+def test_a_bad_id_choices_value_names_the_setting_and_the_values_to_use():
+    from rag.config import load_settings
+    from rag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"id_choices='maybe' is not a valid bool; use true or false"):
+        load_settings({"id_choices": "maybe"})
+    assert load_settings({"id_choices": "off"}).id_choices is False
