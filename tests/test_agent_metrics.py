@@ -216,3 +216,13 @@ def test_every_figure_carries_its_interval_and_n():
     assert ci["latency_p50_ms"]["lo"] <= s["metrics"]["latency_p50_ms"] <= ci["latency_p50_ms"]["hi"]
     assert set(ci) == {k for k, v in s["metrics"].items() if v is not None}
     assert s["by_type"]["vague"]["ci"]["false_refusal_rate"]["n"] == 1
+
+
+def test_a_gold_text_kept_under_another_id_scores_as_gold():
+    # retrieval kept s1 and left out g1, its duplicate (same text), which is the gold id: the grader that chose s1
+    # chose the gold text, and the first retrieval brought it at rank 1 (recall 1, MRR 1)
+    steps = [{"node": "retrieve", "hits": [{"chunk_id": "s1", "rank": 1, "duplicates": ["g1"]}, {"chunk_id": "x", "rank": 2}]},
+             grade(["s1", "x"], True, ["s1"]), answer(["s1"])]
+    s = score_item(item("D"), pred(steps, citations=["s1"]), {"g1"}, k=2)
+    assert s["recall_at_k"] == 1.0 and s["mrr_at_k"] == 1.0 and s["hit_at_k"] == 1.0
+    assert s["grade_set"]["tp"] == 1 and s["grade_chunk"]["tp"] == 1 and s["grade_chunk"]["fp"] == 0

@@ -82,3 +82,13 @@ def test_retrieval_report_on_a_real_index():
                                      "method": "wilson"}
     mrr = report["ci"]["mrr@4"]
     assert mrr["n"] == 2 and min(rows["q1"]["mrr@4"], rows["q2"]["mrr@4"]) <= mrr["lo"] <= report["mrr@4"] <= mrr["hi"]
+
+
+def test_with_duplicates_adds_the_ids_a_gold_hit_brings():
+    from rag.metrics import hit_ids, with_duplicates
+
+    hits = [{"chunk_id": "a", "duplicates": ["a2"]}, {"chunk_id": "b"}, {"chunk_id": "c", "duplicates": ["c2", "c3"]}]
+    assert hit_ids(hits[0]) == ["a", "a2"] and hit_ids(hits[1]) == ["b"]
+    assert with_duplicates({"a2"}, hits) == {"a", "a2"}  # the kept copy of a gold text is gold
+    assert with_duplicates({"c", "z"}, hits) == {"c", "c2", "c3", "z"}
+    assert with_duplicates({"b"}, hits) == {"b"} and with_duplicates(set(), hits) == set()

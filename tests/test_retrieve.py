@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -112,3 +113,59 @@ def test_cross_encoder_rerank_stage():
     assert [h.stages["rerank"]["rank"] for h in hits] == [1, 2, 3, 4]
     assert scores == sorted(scores, reverse=True) and [h.score for h in hits] == scores
     assert all(h.stages["rrf"]["rank"] <= 6 for h in hits)
+
+
+@pytest.fixture(scope="module")
+def twin_index(tmp_path_factory):
+    """The small index plus a copy of the first assert chunk under another id and title, underlined with "=" not "*"
+    and indented, as the built-in corpus repeats a section under its chapter: a real index with a repeated passage."""
+    from dataclasses import replace
+
+    from rag.index import build_index
+    from tests.retrieval_support import small_chunks
+
+    chunks = list(small_chunks())
+    first = next(c for c in chunks if c.id.startswith("assert#"))
+    twin = replace(first, id="simple_stmts#assert", title="Simple statements > The assert statement",
+                   text=first.text.replace("*", "=").replace("\n", "\n  "))
+    root = tmp_path_factory.mktemp("twin") / "index"
+    return build_index(chunks + [twin], root, settings(index_dir=root), show_progress=False), first.id
+
+
+def test_a_repeated_passage_is_shown_once_and_the_next_distinct_one_takes_its_place(twin_index):
+    index, first = twin_index
+    question = "What does the assert statement do when the condition is false?"
+    plain = Retriever(index, top_k=4, candidates=20, dedupe=False).search(question)
+    assert {first, "simple_stmts#assert"} <= {h.chunk_id for h in plain}  # both copies make the top 4 without it
+    hits = Retriever(index, top_k=4, candidates=20).search(question)
+    assert len(hits) == 4 and [h.rank for h in hits] == [1, 2, 3, 4]
+    texts = [" ".join(re.findall(r"\w+", h.text.lower())) for h in hits]
+    assert len(set(texts)) == 4
+    kept = next(h for h in hits if h.chunk_id in (first, "simple_stmts#assert"))
+    assert sorted(kept.ids) == sorted([first, "simple_stmts#assert"]) and len(kept.duplicates) == 1
+    assert not any(h.duplicates for h in hits if h is not kept)
+    # the place the copy took is the next distinct chunk of the same ranking
+    distinct = [h.chunk_id for h in Retriever(index, top_k=8, candidates=20, dedupe=False).search(question)
+                if h.chunk_id not in kept.duplicates]
+    assert [h.chunk_id for h in hits] == distinct[:4]
+    assert json.loads(json.dumps(kept.to_dict()))["duplicates"] == kept.duplicates
+
+
+def test_leaving_out_a_repeat_never_lowers_recall(twin_index):
+    from rag.golden import GoldenItem
+    from rag.metrics import retrieval_report
+
+    index, first = twin_index
+    evidence = " ".join(next(c for c in index.chunks if c.id == first).text.split()[:8])
+    item = GoldenItem(id="t", type="answerable", question="What does the assert statement do when the condition is false?",
+                      reference_answer="r", should_refuse=False, relevant_chunk_ids=[], evidence=[evidence], split="test", meta={})
+    on = retrieval_report([item], Retriever(index, top_k=4, candidates=20), k=4)
+    off = retrieval_report([item], Retriever(index, top_k=4, candidates=20, dedupe=False), k=4)
+    assert set(on["per_item"][0]["gold"]) == {first, "simple_stmts#assert"}
+    assert off["recall@4"] == on["recall@4"] == 1.0 and off["hit@4"] == on["hit@4"] == 1.0
+    assert on["mrr@4"] == off["mrr@4"] > 0
+    # an explicit gold id that retrieval left out as a repeat counts through the hit that brings its text
+    item2 = GoldenItem(id="t2", type="answerable", question=item.question, reference_answer="r", should_refuse=False,
+                       relevant_chunk_ids=["simple_stmts#assert"], evidence=[], split="test", meta={})
+    report = retrieval_report([item2], Retriever(index, top_k=4, candidates=20), k=4)
+    assert report["recall@4"] == 1.0 and report["hit@4"] == 1.0
