@@ -14,8 +14,9 @@ agent refuses a question it could answer), unanswerable items (a right overrule)
 their gold passage (right too: the answer is not there); and the grader's set precision / recall after the guard
 (positive = a gold passage was shown, as ``rag eval`` defines it).
 
-From an eval run (``--run``), which records the subject only where the guard fired: each overrule, and whether
-the other variant would have overruled it too. Choose on dev; a test run is for reporting.
+From an eval run (``--run``): every grade step that some variant overrules, and what each variant does with it (a
+run records the grader's subject where the guard fired, and for every grade step since 2026-12-01). Choose on dev;
+a test run is for reporting.
 """
 
 from __future__ import annotations
@@ -49,9 +50,27 @@ def exact_missing_terms(subject: str, hits: Sequence) -> list[str]:
     return out
 
 
+def anywhere_missing_terms(subject: str, hits: Sequence) -> list[str]:
+    """The guard until 2026-12-02 (commit 0f8a332): a word, or its stem, may appear anywhere, inside another
+    word too ("lock" in "block")."""
+    from rag.context import _stem
+
+    text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
+    out = []
+    for word in subject.split():
+        term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
+        term = term.removesuffix("'s").removesuffix("\u2019s")
+        parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
+        found = all(part in text or _stem(part) in text for part in parts)
+        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not found:
+            out.append(term)
+    return out
+
+
 VARIANTS: dict[str, Callable[[str, Sequence], list[str]]] = {
     "exact words (before)": exact_missing_terms,
-    "stems, dotted parts, possessives (now)": missing_terms,
+    "stems, dotted parts, possessives, anywhere in a word (until 2026-12-02)": anywhere_missing_terms,
+    "the same, at the start of a word (now)": missing_terms,
 }
 
 
@@ -108,14 +127,18 @@ def from_run(run: Path) -> list[str]:
         r = json.loads(line)
         for st in ((r.get("prediction") or {}).get("trace") or {}).get("steps", []):
             m = next((note.search(n) for n in st.get("notes", []) if note.search(n)), None)
-            if st["node"] != "grade" or not m:
+            # a step the guard overruled, or one the grader called relevant with its subject recorded (newer runs)
+            subject = m.group(1) if m else (st.get("subject") if st.get("verdict") else None)
+            if st["node"] != "grade" or not subject:
                 continue
             ids = st["chosen_ids"] or st["shown_ids"]
             hits = [chunks[i] for i in ids if i in chunks]
-            gold = bool(set(r.get("gold_ids") or []) & set(st["shown_ids"]))
-            verdicts = ["yes (" + ", ".join(miss) + ")" if (miss := fn(m.group(1), hits)) else "**no**"
+            verdicts = ["yes (" + ", ".join(miss) + ")" if (miss := fn(subject, hits)) else "**no**"
                         for fn in VARIANTS.values()]
-            lines.append(f"| {r['id']} | {r['type']} | {gold} | {m.group(1)!r} | {' | '.join(verdicts)} |")
+            if all(v == "**no**" for v in verdicts):
+                continue
+            gold = bool(set(r.get("gold_ids") or []) & set(st["shown_ids"]))
+            lines.append(f"| {r['id']} | {r['type']} | {gold} | {subject!r} | {' | '.join(verdicts)} |")
     return lines
 
 

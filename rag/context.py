@@ -115,9 +115,13 @@ def _stem(word: str) -> str:
 
 def _mentioned(term: str, text: str) -> bool:
     """A term is mentioned when each of its dotted parts is (``dict.popitem`` needs "dict" and "popitem", in
-    any place), each part as written or by its stem."""
+    any place), each part as written or by its stem, at the start of a word: "lock" is not mentioned by "block"."""
     parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
-    return all(part in text or _stem(part) in text for part in parts)
+    return all(_starts_word(part, text) or _starts_word(_stem(part), text) for part in parts)
+
+
+def _starts_word(part: str, text: str) -> bool:
+    return re.search(r"(?<![a-z0-9_])" + re.escape(part), text) is not None
 
 
 def missing_terms(subject: str, hits: Sequence[Any]) -> list[str]:

@@ -48,6 +48,11 @@ def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
     assert missing_terms("a module's __dict__", [_Passage("a module object has a __dict__")]) == []
     # a stem keeps at least four letters, so short words must appear as written
     assert missing_terms("uses", [_Passage("a user")]) == ["uses"]
+    # a word, or its stem, counts only at the start of a word: "lock" is not in "a blocking call"
+    assert missing_terms("threading.Lock", [_Passage("any thread may make a blocking call")]) == ["threading.lock"]
+    assert missing_terms("threading.Lock", [_Passage("any thread may take a lock")]) == []
+    assert missing_terms("__init_subclass__", [_Passage("classmethod object.__init_subclass__(cls)")]) == []
+    assert missing_terms("exception groups", [_Passage("ExceptionGroup wraps several exceptions")]) == ["groups"]
 
 
 def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
