@@ -151,15 +151,15 @@ def main() -> None:
     if not args.records and not args.run:
         parser.error("give probe records, or --run RUN_DIR")
     lines = []
-    if args.records:  # one table per grader setting (model, passage length) in the records
+    if args.records:  # one table per records file and grader setting (model, passage length) in it
         groups: dict[tuple, list[dict]] = {}
         for p in args.records:
             for line in p.read_text(encoding="utf-8").splitlines():
                 rec = json.loads(line)
-                groups.setdefault((rec["model"], rec.get("passage_chars")), []).append(rec)
-        for (model, chars), recs in groups.items():
-            lines += [f"### {model}, {'whole passages' if chars is None else f'first {chars} characters of each passage'}",
-                      "", *from_probe(recs), ""]
+                groups.setdefault((p, rec["model"], rec.get("passage_chars")), []).append(rec)
+        for (path, model, chars), recs in groups.items():
+            lines += [f"### {model}, {'whole passages' if chars is None else f'first {chars} characters of each passage'}"
+                      f" (`{path}`)", "", *from_probe(recs), ""]
     if args.run:
         lines += ["", f"Overrules in `{args.run}`:", "", *from_run(args.run)]
     emit(lines, args.out)
