@@ -12,6 +12,7 @@ from rag.agent_metrics import _step_latency
 from rag.chunking import page_label
 from rag.decisions import used_ids
 from rag.diagnose import diagnose
+from rag.metrics import with_duplicates
 from rag.trace import Trace, with_page
 
 
@@ -53,6 +54,7 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
         return "\n".join(lines)
     trace = pred["trace"]
     pages = {h["chunk_id"]: page_label(h.get("meta")) for st in trace["steps"] for h in st.get("hits") or []}
+    gold = with_duplicates(gold, [h for st in trace["steps"] for h in st.get("hits") or []])
     for i, st in enumerate(trace["steps"], 1):
         cost = f"[{_step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
                f"{', cached' if st.get('cached') else ''}]"
@@ -63,7 +65,8 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
                 mark = "*" if h["chunk_id"] in gold else " "
                 score = h.get("score")
                 lines.append(f"     {mark} #{h.get('rank', '?')} {with_page(h['chunk_id'], pages)}"
-                             + (f"  score={score:.4f}" if isinstance(score, (int, float)) else ""))
+                             + (f"  score={score:.4f}" if isinstance(score, (int, float)) else "")
+                             + (f"  (same words as {', '.join(h['duplicates'])})" if h.get("duplicates") else ""))
         elif node == "grade":
             verdict = "RELEVANT" if st.get("verdict") else "NOT RELEVANT"
             lines.append(f"{i}. grade     {verdict} {cost}")

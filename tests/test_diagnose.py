@@ -61,3 +61,17 @@ def test_generation_error_and_no_refusal_path_and_agent_error():
     assert kind(record(item("u", "unanswerable"), base, set())) == "no refusal path"
     crashed = record(item("a"), None, {"g1"}, error="AdapterParseError: no answer field")
     assert diagnose(crashed) == {"kind": "agent error", "detail": "AdapterParseError: no answer field"}
+
+
+def test_a_gold_text_kept_under_another_id_is_gold_in_diagnosis_and_in_the_trace_view():
+    # retrieval kept s1 and left out its duplicate g1 (the gold id): the context held the gold text and the grader
+    # rightly accepted it, so a wrong answer is a generation error, not a retrieval miss
+    from rag.trace_view import render_trace
+
+    hits = retrieve("s1", "x")
+    hits["hits"][0]["duplicates"] = ["g1"]
+    rec = record(item("D"), pred([hits, grade(["s1", "x"], True, ["s1"]), answer(["s1"])], citations=["s1"]), {"g1"},
+                 judge=WRONG)
+    assert kind(rec) == "generation error"
+    text = render_trace(rec)
+    assert "* #1 s1  (same words as g1)" in text and "chosen=[*s1]" in text
