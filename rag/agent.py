@@ -10,6 +10,12 @@ Once the grader accepts, the answerer reads (``answer_context``) the very contex
 default: same text, so llama.cpp reuses its KV cache and the passages are read once per question) or only the
 passages the grader listed ("accepted"). The grader and the answerer may name only the passages they were shown
 (``id_choices``: the ids become an enum in the response schema, ``rag.adapter.shown_ids``).
+
+The grader names the question's subject, and a "relevant" verdict whose subject the accepted passages never mention
+is overruled (the subject guard, ``rag.context.missing_terms``). The subject belongs to the question, not to the
+context, so after a rewrite a context that mentions it nowhere is rejected without asking the grader again
+(``subject_shortcut``): the guard would overrule a "relevant" about the same subject, and a refusal costs two
+grade calls less.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
-                 grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True):
+                 grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
+                 subject_shortcut: bool = True):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -47,6 +54,7 @@ class Sieve(dspy.Module):
             raise ValueError(f"answer_context must be one of {', '.join(ANSWER_CONTEXTS)}, got {answer_context!r}")
         self.answer_context = answer_context
         self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.adapter.shown_ids)
+        self.subject_shortcut = subject_shortcut  # a context without the subject the grader named before is not graded again
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
@@ -82,9 +90,17 @@ class Sieve(dspy.Module):
 
     def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
         shown = [h.chunk_id for h in hits]
+        named = next((s.subject for s in reversed(trace.steps) if s.node == "grade" and s.subject), None)
         step = trace.add(Step(node="grade", query=question, shown_ids=shown))
         if not hits:
             step.verdict, step.reason = False, "retrieval returned nothing"
+            return [], step.reason
+        missing = missing_terms(named, hits) if named and self.subject_shortcut else []
+        if missing:  # the guard would overrule a "relevant" about this subject: no need to ask the grader again
+            step.verdict, step.subject = False, named
+            step.reason = f"the passages do not mention {', '.join(missing)}"
+            step.notes.append(f"grade call skipped: the subject the grader named before, {named!r}, is in none of these "
+                              f"passages (missing: {', '.join(missing)})")
             return [], step.reason
         context = format_context(hits, max_chars=self.grade_passage_chars)
         pred, stats = self._call("grader", self.grade, shown, question=question, context=context)

@@ -110,8 +110,9 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     invalid = len(prediction.get("invalid_citations") or []) if answered else 0
 
     by_node: dict[str, list[float]] = {}
-    for s in steps:
-        by_node.setdefault(s["node"], []).append(_step_latency(s))
+    for s in steps:  # an LM node that made no LM call (a grade the subject shortcut skipped) is timed apart
+        node = s["node"] if s["node"] not in LM_NODES or s.get("model") or s.get("cached") else f"{s['node']} (no LM call)"
+        by_node.setdefault(node, []).append(_step_latency(s))
     lm_steps = [s for s in steps if s["node"] in LM_NODES and s.get("model")]
     return {**base, "refused": bool(prediction["refused"]), "answered": answered,
             "n_grade_steps": len(grades), "grade_set": grade_set, "grade_chunk": grade_chunk,

@@ -82,6 +82,9 @@ class Settings:
     # enforce, rag.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
     # an id it was not shown; false = any string, as before
     id_choices: bool = True
+    # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
+    # is rejected without a grade call, as the subject guard would overrule it (rag.agent); false = grade every context
+    subject_shortcut: bool = True
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None

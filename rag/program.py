@@ -46,7 +46,8 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     models = resolve_specs(settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
-                  answer_context=settings.answer_context, id_choices=settings.id_choices)
+                  answer_context=settings.answer_context, id_choices=settings.id_choices,
+                  subject_shortcut=settings.subject_shortcut)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

@@ -180,6 +180,41 @@ def test_a_relevant_verdict_whose_subject_the_passages_never_mention_is_overrule
     assert any("verdict set to not relevant" in note for note in grade.notes)
 
 
+@pytest.mark.parametrize("shortcut", [True, False])
+def test_a_context_without_the_subject_named_before_is_not_graded_again(retriever, shortcut):
+    """The subject belongs to the question: once the grader named it, a rewritten context that mentions it nowhere is
+    rejected without a grade call (the guard would overrule it), so a refusal costs two grade calls less."""
+    overruled = {"subject": "json.dumps indent", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says so"}
+    answers = [overruled, {"query": "json dumps indentation"}]
+    answers += [overruled] if not shortcut else []
+    answers += [{"query": "serialise with indent"}]
+    answers += [overruled] if not shortcut else []
+    pred = run(retriever, answers, question="What does the indent argument of json.dumps do?", subject_shortcut=shortcut)
+    assert pred.refused and nodes(pred) == ["retrieve", "grade"] + ["rewrite", "retrieve", "grade"] * 2 + ["refuse"]
+    assert sum(1 for s in pred.trace.steps if s.model) == (3 if shortcut else 5)  # LM calls
+    first, *later = pred.trace.of("grade")
+    assert first.model
+    for grade in later:
+        assert grade.verdict is False and grade.subject == "json.dumps indent"
+        assert grade.reason.startswith("the passages do not mention json.dumps")
+        skipped = [n for n in grade.notes if n.startswith("grade call skipped")]
+        assert (len(skipped) == 1 and "'json.dumps indent'" in skipped[0]) if shortcut else not skipped
+        assert (grade.model is None) if shortcut else grade.model
+
+
+def test_a_context_that_mentions_the_subject_is_graded_again(retriever):
+    pred = run(retriever, [
+        {"subject": "nonlocal", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says so"},
+        {"query": "nonlocal statement enclosing scope"},
+        {"subject": "nonlocal", "relevant_chunk_ids": ["nonlocal#001"], "relevant": True, "reason": "it says so"},
+        {"cited_ids": ["nonlocal#001"], "answer": "It rebinds a name of the enclosing scope [nonlocal#001]."},
+    ], question="What does the nonlocal statement do?")
+    assert not pred.refused and nodes(pred) == ["retrieve", "grade", "rewrite", "retrieve", "grade", "answer"]
+    first, second = pred.trace.of("grade")
+    assert first.verdict is False and second.verdict is True and second.model
+    assert not any(n.startswith("grade call skipped") for n in second.notes)
+
+
 def test_a_subject_in_the_accepted_passage_keeps_the_verdict(retriever):
     pred = run(retriever, [
         {"subject": "the with statement", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "it says"},

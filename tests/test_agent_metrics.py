@@ -226,3 +226,12 @@ def test_a_gold_text_kept_under_another_id_scores_as_gold():
     s = score_item(item("D"), pred(steps, citations=["s1"]), {"g1"}, k=2)
     assert s["recall_at_k"] == 1.0 and s["mrr_at_k"] == 1.0 and s["hit_at_k"] == 1.0
     assert s["grade_set"]["tp"] == 1 and s["grade_chunk"]["tp"] == 1 and s["grade_chunk"]["fp"] == 0
+
+
+def test_a_grade_step_without_an_lm_call_is_timed_apart():
+    # the subject shortcut rejects a context without calling the grader: its ~0 ms must not pull the grade call's p50 down
+    skipped = {"node": "grade", "shown_ids": ["x"], "verdict": False, "chosen_ids": [], "latency_ms": 0.1, "model": None}
+    steps = [retrieve("x"), grade(["x"], False, latency=900.0), rewrite(), retrieve("x"), skipped, {"node": "refuse", "latency_ms": 0.0}]
+    s = score_item(item("E", typ="unanswerable"), pred(steps, refused=True), set(), k=1)
+    assert s["latency_by_node"]["grade"] == [900.0] and s["latency_by_node"]["grade (no LM call)"] == [0.1]
+    assert s["n_grade_steps"] == 2 and s["grade_set"]["tn"] == 2 and s["lm_steps"] == 2
