@@ -84,7 +84,9 @@ def main() -> None:
 
         args.index_dir = load_settings().index_dir
     chunks = passages(args.index_dir)
-    lines = ["| run | items | grade steps after a question's first | skipped by the shortcut | of them rejected anyway "
+    lines = ["# The subject shortcut re-read on recorded runs (no LM calls)", "",
+             f"`python benchmarks/subject_shortcut.py {' '.join(sys.argv[1:])}`", "",
+             "| run | items | grade steps after a question's first | skipped by the shortcut | of them rejected anyway "
              "(same decision) | accepted (decision changes) | grade-call seconds saved | agent seconds per item p50, "
              "as run / without them | the same, refused items |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
