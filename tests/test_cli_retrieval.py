@@ -79,6 +79,26 @@ def test_index_chunks_jsonl_keeps_ids(tmp_path: Path):
     assert [x["id"] for x in lines] == ["ext/a#7", "ext/b#1"]
 
 
+def test_search_shows_a_repeated_passage_once(tmp_path: Path):
+    chunks = tmp_path / "c.jsonl"
+    chunks.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "guide#3", "text": "Compose merges multiple files with -f.", "title": "Guide > Compose"},
+        {"id": "compose#0", "text": "compose MERGES multiple files\n  with -f", "title": "Compose"},
+        {"id": "bake#1", "text": "Buildx bake reads HCL files.", "title": "Bake"},
+    ]) + "\n")
+    assert run("index", "--chunks", str(chunks), "--index-dir", str(tmp_path / "idx"), "--quiet").exit_code == 0
+    shown = run("search", "how does compose merge files", "--index-dir", str(tmp_path / "idx"), "--k", "3")
+    assert shown.exit_code == 0, shown.output
+    first, other = ("guide#3", "compose#0") if shown.output.index("guide#3") < shown.output.index("compose#0") else ("compose#0", "guide#3")
+    assert f"] {first}  score=" in shown.output and f"same words as {other} (shown once)" in shown.output
+    assert f"] {other}  score=" not in shown.output and "] bake#1  score=" in shown.output
+    hits = json.loads(run("search", "how does compose merge files", "--index-dir", str(tmp_path / "idx"), "--json").output)
+    assert [h["chunk_id"] for h in hits] == [first, "bake#1"] and hits[0]["duplicates"] == [other]
+    both = runner.invoke(app, ["search", "how does compose merge files", "--index-dir", str(tmp_path / "idx")],
+                         env={"SIEVE_DEDUPE": "false"})
+    assert "same words as" not in both.output and "] guide#3  score=" in both.output and "] compose#0  score=" in both.output
+
+
 def test_user_errors_are_domain_errors(tmp_path: Path, docs: Path):
     result = run("search", "anything", "--index-dir", str(tmp_path / "none"))
     assert isinstance(result.exception, IndexNotFound)
