@@ -9,7 +9,7 @@ included, as a user sees it) on the answerable items of the golden test split, i
 gives p50 / p95 / mean wall seconds per model, the outcome counts, and each model's p50 as a ratio of the
 first model's. ``--extra-bufts on,off`` runs each model with llama.cpp's extra buffer types (the CPU
 repack kernels) on and off (the ``llama_extra_bufts`` setting), the variants taking turns question by
-question. ``--compare id_choices=true,false`` does the same for any setting (each value as ``--set KEY=VALUE``).
+question, in alternating order (A B, B A, ...: back-to-back processes differ by up to 1.2x with the same work). ``--compare id_choices=true,false`` does the same for any setting (each value as ``--set KEY=VALUE``).
 Run it on an otherwise idle machine: these figures are the machine's, not the model's.
 """
 
@@ -76,7 +76,8 @@ def main() -> None:
                 for setting in settings]
     results: dict[tuple[str, str, str], list[dict]] = {v: [] for v in variants}
     for i, it in enumerate(items, 1):
-        for model, bufts, setting in variants:
+        # the order alternates question by question (A B, then B A), so no variant always runs first
+        for model, bufts, setting in (variants if i % 2 else variants[::-1]):
             res = ask(it.question, model, flags + (["--set", setting] if setting else []), bufts)
             results[(model, bufts, setting)].append(res)
             print(f"[{model}, extra_bufts={bufts}{', ' + setting if setting else ''}] {i}/{len(items)} {res['wall_s']:.1f} s {res['outcome']} "

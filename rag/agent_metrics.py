@@ -70,7 +70,7 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     if prediction is None:
         return base
     steps = list(prediction["trace"]["steps"])
-    # a chunk with the same text as a gold one, that retrieval kept in its place (rag.retrieve, dedupe), is gold too
+    # a chunk with the same words as a gold one, that retrieval kept in its place (rag.retrieve, dedupe), is gold too
     gold = with_duplicates(gold, [h for s in steps if s["node"] == "retrieve" for h in s.get("hits") or []])
     grades = [s for s in steps if s["node"] == "grade"]
     rewrites = [i for i, s in enumerate(steps) if s["node"] == "rewrite"]

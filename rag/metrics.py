@@ -60,7 +60,7 @@ def hit_at_k(ranked_ids: Sequence[str], gold: Iterable[str], k: int) -> float:
 
 
 def hit_ids(hit: Any) -> list[str]:
-    """The ids a retrieved hit brings: its chunk's and those of the chunks with the same text that retrieval left
+    """The ids a retrieved hit brings: its chunk's and those of the chunks with the same words that retrieval left
     out for it (``duplicates``; rag.retrieve). ``hit`` is a :class:`~rag.retrieve.Hit` or its trace dict."""
     if isinstance(hit, Mapping):
         return [hit["chunk_id"], *(hit.get("duplicates") or [])]
@@ -68,7 +68,7 @@ def hit_ids(hit: Any) -> list[str]:
 
 
 def with_duplicates(gold: Iterable[str], hits: Iterable[Any]) -> set[str]:
-    """``gold`` plus every id of a hit that brings a gold id: chunks with the same text are equally gold, so
+    """``gold`` plus every id of a hit that brings a gold id: chunks with the same words are equally gold, so
     leaving out a repeat changes no retrieval or grader score."""
     gold = set(gold)
     for hit in hits:
@@ -118,7 +118,7 @@ def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mo
                      per_item: bool = True) -> dict[str, Any]:
     """Recall@k, MRR@k, hit@k (over items with gold chunks) and needle recall@k (over items with
     ``evidence``), averaged, each with its 95% interval and n in ``ci``; items with no gold at all are skipped
-    and counted. A hit's left-out duplicates (``Hit.duplicates``, the same text) count as retrieved with it
+    and counted. A hit's left-out duplicates (``Hit.duplicates``, the same words) count as retrieved with it
     (:func:`with_duplicates`), so leaving out a repeat never lowers a score. Retrieval runs with
     ``retriever.search(question, k=k, mode=mode)``."""
     mode = mode or retriever.mode

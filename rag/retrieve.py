@@ -66,11 +66,6 @@ class Hit:
     meta: dict[str, Any] = field(default_factory=dict)
     duplicates: list[str] = field(default_factory=list)  # ids of lower-ranked chunks with the same words, left out
 
-    @property
-    def ids(self) -> list[str]:
-        """This chunk's id and its duplicates': every chunk whose text this hit brings."""
-        return [self.chunk_id, *self.duplicates]
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from rag.errors import ConfigError, InputError
+from rag.metrics import hit_ids
 from rag.retrieve import Hit, Retriever, rrf_fuse
 from tests.retrieval_support import settings, small_index
 
@@ -142,7 +143,7 @@ def test_a_repeated_passage_is_shown_once_and_the_next_distinct_one_takes_its_pl
     texts = [" ".join(re.findall(r"\w+", h.text.lower())) for h in hits]
     assert len(set(texts)) == 4
     kept = next(h for h in hits if h.chunk_id in (first, "simple_stmts#assert"))
-    assert sorted(kept.ids) == sorted([first, "simple_stmts#assert"]) and len(kept.duplicates) == 1
+    assert sorted(hit_ids(kept)) == sorted([first, "simple_stmts#assert"]) and len(kept.duplicates) == 1
     assert not any(h.duplicates for h in hits if h is not kept)
     # the place the copy took is the next distinct chunk of the same ranking
     distinct = [h.chunk_id for h in Retriever(index, top_k=8, candidates=20, dedupe=False).search(question)
