@@ -108,6 +108,7 @@ class Retriever:
         self.rerank_depth = rerank_depth
         self.max_query_chars = max_query_chars
         self.dedupe = dedupe
+        self._words: dict[int, str | None] = {}  # row -> its words (dedupe), computed once per chunk
         self._reranker_spec = reranker
         self._reranker: Any = None if isinstance(reranker, str) or reranker is None else reranker
 
@@ -199,7 +200,7 @@ class Retriever:
         kept: dict[str, Hit] = {}  # a text's words -> the hit that brings them
         for row in final:
             chunk = self.index.chunks[row]
-            key = _words(chunk.text) if self.dedupe else None
+            key = self._key(row) if self.dedupe else None
             if key is not None and key in kept:
                 kept[key].duplicates.append(chunk.id)
                 continue
@@ -214,6 +215,11 @@ class Retriever:
             if key is not None:
                 kept[key] = hit
         return hits
+
+    def _key(self, row: int) -> str | None:
+        if row not in self._words:
+            self._words[row] = _words(self.index.chunks[row].text)
+        return self._words[row]
 
 
 def _words(text: str) -> str | None:
