@@ -43,7 +43,7 @@ def reread(run: Path, chunks: dict[str, SimpleNamespace]) -> tuple[list[str], li
     later = same = 0
     saved: list[float] = []
     changed: list[str] = []
-    per_item: list[tuple[float, float]] = []  # (seconds as run, seconds without the skipped grade calls)
+    per_item: list[tuple[float, float, bool]] = []  # (seconds as run, without the skipped grade calls, refused)
     for r in read_records(run):
         steps = ((r.get("prediction") or {}).get("trace") or {}).get("steps") or []
         named, skip_s, total_s = None, 0.0, sum(float(s.get("latency_ms") or 0) for s in steps) / 1000
@@ -63,13 +63,14 @@ def reread(run: Path, chunks: dict[str, SimpleNamespace]) -> tuple[list[str], li
                         same += 1
             named = st.get("subject") or named
         if r.get("prediction"):
-            per_item.append((total_s, total_s - skip_s))
-    refused = [(a, b) for (a, b), r in zip(per_item, [r for r in read_records(run) if r.get("prediction")])
-               if r["prediction"]["refused"]]
+            per_item.append((total_s, total_s - skip_s, bool(r["prediction"]["refused"])))
+    refused = [t for t in per_item if t[2]]
+
+    def p50s(rows: list[tuple[float, float, bool]]) -> str:
+        return f"{statistics.median(a for a, _, _ in rows):.1f} / {statistics.median(b for _, b, _ in rows):.1f}" if rows else "n/a"
+
     row = (f"| `{run}` | {len(per_item)} | {later} | {len(saved)} | {same} | {len(changed)} | {sum(saved):.0f} | "
-           f"{statistics.median(a for a, _ in per_item):.1f} / {statistics.median(b for _, b in per_item):.1f} | "
-           + (f"{statistics.median(a for a, _ in refused):.1f} / {statistics.median(b for _, b in refused):.1f} |"
-              if refused else "n/a |"))
+           f"{p50s(per_item)} | {p50s(refused)} |")
     return [row], changed
 
 

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rag.decisions import answer_score, confusion, f1, grade_confusion, grader_score, rewrite_succeeded
-from rag.metrics import hit_at_k, hit_ids, mrr_at_k, needle_recall, recall_at_k, with_duplicates
+from rag.metrics import hit_at_k, hits_recall, mrr_at_k, needle_recall, trace_hits, with_duplicates
 from rag.overlap import F1_CORRECT, token_f1
 from rag.pooled import Pooled
 from rag.stats import percentile
@@ -71,7 +71,7 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
         return base
     steps = list(prediction["trace"]["steps"])
     # a chunk with the same words as a gold one, that retrieval kept in its place (rag.retrieve, dedupe), is gold too
-    gold = with_duplicates(gold, [h for s in steps if s["node"] == "retrieve" for h in s.get("hits") or []])
+    gold = with_duplicates(gold, trace_hits(steps))
     grades = [s for s in steps if s["node"] == "grade"]
     rewrites = [i for i, s in enumerate(steps) if s["node"] == "rewrite"]
     answered = not prediction["refused"]
@@ -92,9 +92,8 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     first = next((s for s in steps if s["node"] == "retrieve"), None)
     if first is not None:
         ranked = [h["chunk_id"] for h in first.get("hits") or []]
-        brought = [i for h in first.get("hits") or [] for i in hit_ids(h)]
         if gold:
-            retrieval.update(recall_at_k=recall_at_k(brought, gold, max(len(brought), 1)), mrr_at_k=mrr_at_k(ranked, gold, k),
+            retrieval.update(recall_at_k=hits_recall(first.get("hits") or [], gold), mrr_at_k=mrr_at_k(ranked, gold, k),
                              hit_at_k=hit_at_k(ranked, gold, k))
         if item.evidence and chunk_text is not None:
             retrieval["needle_recall"] = needle_recall([chunk_text.get(c, "") for c in ranked], item.evidence, k)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rag.metrics import hit_ids, with_duplicates
+from rag.metrics import hit_ids, trace_hits, with_duplicates
 
 KINDS = ("agent error", "grader false negative", "rewrite loop", "retrieval miss", "grader false positive",
          "generation error", "no refusal path")
@@ -42,7 +42,7 @@ def diagnose(record: Mapping[str, Any]) -> dict[str, str] | None:
         return {"kind": "agent error", "detail": str(record.get("error") or "the agent raised")}
     steps = record["prediction"]["trace"]["steps"]
     hits = [s.get("hits") or [] for s in steps if s["node"] == "retrieve"]
-    gold = with_duplicates(record.get("gold_ids") or [], [h for step in hits for h in step])
+    gold = with_duplicates(record.get("gold_ids") or [], trace_hits(steps))
     grades = [(i, s) for i, s in enumerate(steps, 1) if s["node"] == "grade"]
     retrieved = [{i for h in step for i in hit_ids(h)} for step in hits]
     s = record["scores"]

@@ -78,6 +78,17 @@ def with_duplicates(gold: Iterable[str], hits: Iterable[Any]) -> set[str]:
     return gold
 
 
+def hits_recall(hits: Iterable[Any], gold: Iterable[str]) -> float:
+    """Recall of the ids ``hits`` bring (:func:`hit_ids`, duplicates included) against ``gold``; NaN without gold."""
+    brought = [i for h in hits for i in hit_ids(h)]
+    return recall_at_k(brought, gold, max(len(brought), 1))
+
+
+def trace_hits(steps: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every hit of a trace's retrieve steps (dicts), in order: what :func:`with_duplicates` reads for a run record."""
+    return [h for s in steps if s["node"] == "retrieve" for h in s.get("hits") or []]
+
+
 def needle_recall(ranked_texts: Sequence[str], needles: Iterable[str], k: int) -> float:
     """Share of ``needles`` found verbatim (case-sensitive, whitespace runs collapsed) in the first k texts.
     NaN when there are no needles."""
@@ -136,10 +147,9 @@ def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mo
         latencies.append(time.perf_counter() - started)
         ids = [h.chunk_id for h in hits]
         gold = with_duplicates(gold, hits)
-        brought = [i for h in hits for i in hit_ids(h)]
         rows.append({
             "id": item.id, "type": item.type, "gold": sorted(gold), "retrieved": ids,
-            f"recall@{k}": recall_at_k(brought, gold, max(len(brought), 1)), f"mrr@{k}": mrr_at_k(ids, gold, k),
+            f"recall@{k}": hits_recall(hits, gold), f"mrr@{k}": mrr_at_k(ids, gold, k),
             f"hit@{k}": hit_at_k(ids, gold, k),
             f"needle_recall@{k}": needle_recall([h.text for h in hits], item.evidence, k),
         })

@@ -12,7 +12,7 @@ from rag.agent_metrics import _step_latency
 from rag.chunking import page_label
 from rag.decisions import used_ids
 from rag.diagnose import diagnose
-from rag.metrics import with_duplicates
+from rag.metrics import trace_hits, with_duplicates
 from rag.trace import Trace, with_page
 
 
@@ -54,7 +54,7 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
         return "\n".join(lines)
     trace = pred["trace"]
     pages = {h["chunk_id"]: page_label(h.get("meta")) for st in trace["steps"] for h in st.get("hits") or []}
-    gold = with_duplicates(gold, [h for st in trace["steps"] for h in st.get("hits") or []])
+    gold = with_duplicates(gold, trace_hits(trace["steps"]))
     for i, st in enumerate(trace["steps"], 1):
         cost = f"[{_step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
                f"{', cached' if st.get('cached') else ''}]"
