@@ -278,3 +278,39 @@ def test_an_index_from_another_int8_recipe_is_refused_with_the_fix(tmp_path: Pat
                                             r"Rebuild it with: rag index"):
         retriever.search("what does assert do")
     assert [h.rank for h in retriever.search("what does assert do", mode="bm25")]  # bm25 needs no encoder
+
+
+def test_int8_embeds_each_text_alone_so_its_vector_does_not_depend_on_its_batch():
+    """Dynamic int8 quantization scales a batch's activations together: batched, a passage's vector depended
+    on the texts beside it (cosine 0.98). int8 embeds one text per batch, so a passage indexed among hundreds
+    gets the vector it gets alone (its query-time encoding); fp32 stays batched."""
+    import rag.encoder as enc
+
+    texts = real_queries()[:60] + list(enc.SAMPLE_TEXTS)
+    int8 = enc.OnnxEncoder(enc.ensure_export("default", precision="int8"), threads=2)
+    assert int8.batch_size == 1 and all(len(rows) == 1 for rows in int8.batches(texts))
+    together = int8.encode(texts)
+    alone = np.stack([int8.encode([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    fp32 = enc.OnnxEncoder(enc.ensure_export("default"), threads=2)
+    assert fp32.batch_size == enc.BATCH_SIZE and max(len(rows) for rows in fp32.batches(texts)) > 1
+
+
+def test_int8_sessions_side_by_side_give_one_sessions_vectors_and_are_kept():
+    """With several cores an int8 encoder runs its batches on one single-threaded session per core at once;
+    the vectors, their order and the progress count are those of one session embedding them in turn, and the
+    sessions are made once, then reused by the next call."""
+    import rag.encoder as enc
+
+    folder = enc.ensure_export("default", precision="int8")
+    texts = real_queries()[:80]
+    parallel, serial = enc.OnnxEncoder(folder, threads=2), enc.OnnxEncoder(folder, threads=1)
+    done: list[int] = []
+    vectors = parallel.encode(texts, progress=done.append)
+    np.testing.assert_allclose(vectors, serial.encode(texts), atol=1e-5)
+    assert sum(done) == len(texts) and len(done) == len(texts)
+    made = parallel._idle.qsize()
+    assert 1 <= made <= 2
+    parallel.encode(texts[:10])
+    assert parallel._idle.qsize() == made  # reused, not made again
+    assert serial._idle.qsize() == 0  # one core: the main session only
