@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from rag.lm.local import _grammar, default_threads, load_llama  # noqa: E402
 from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
+from benchmarks.agent_pairs import agent_pairs  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 
 SCHEMA = {"type": "object", "required": ["subject", "relevant", "answer"],
@@ -58,8 +59,8 @@ class SampleClock:
 
         llm.sample = timed
 
-    def take(self) -> tuple[float, int]:
-        out, self.seconds, self.tokens = (self.seconds, self.tokens), 0.0, 0
+    def take(self) -> dict[str, float]:
+        out, self.seconds, self.tokens = {"sample_s": self.seconds, "sampled": self.tokens}, 0.0, 0
         return out
 
 
@@ -79,7 +80,7 @@ def one_prompt(args: argparse.Namespace) -> list[str]:
             out = llm.create_chat_completion(messages=[{"role": "user", "content": PROMPT}], max_tokens=args.tokens,
                                              temperature=0.0, **extra)
             seconds = time.perf_counter() - start
-            sampled, n = clock.take()
+            sampled, n = clock.take().values()
             per_token[name] = min(per_token.get(name, float("inf")), sampled / max(n, 1))
             usage = out["usage"]
             prompt_tokens = usage["prompt_tokens"]
@@ -97,48 +98,13 @@ def one_prompt(args: argparse.Namespace) -> list[str]:
 
 
 def agent_runs(args: argparse.Namespace) -> list[str]:
-    from rag.config import load_settings
-    from rag.golden import load_golden
-    from rag.lm.roles import configure_dspy
-    from rag.program import build_program
-    from rag.retrieve import Retriever
-
-    base = load_settings({"cache": False})
-    configure_dspy(base)
-    retriever = Retriever.from_settings(base)
-    programs = {lazy: build_program(base.replace(llama_lazy_grammar=lazy), use_artifact=False, retriever=retriever)
-                for lazy in (True, False)}
-    llm, _ = load_llama(model_path(base.embedded_model), base.n_ctx)
-    clock = SampleClock(llm)
-    items = [item for item in load_golden(ROOT / "golden" / "python_ref.jsonl") if item.split == "dev"][:args.agent]
-    totals = {lazy: {"lm_s": 0.0, "out": 0, "calls": 0, "sample_s": 0.0, "sampled": 0} for lazy in (True, False)}
-    same = 0
-    for i, item in enumerate(items):
-        seen = {}
-        for lazy in ((True, False) if i % 2 == 0 else (False, True)):
-            llm.reset()  # no KV-cache help from the other variant's run of the same question
-            clock.take()
-            pred = programs[lazy].agent(question=item.question)
-            sampled, n = clock.take()
-            totals[lazy]["sample_s"] += sampled
-            totals[lazy]["sampled"] += n
-            steps = pred.trace.steps
-            lm_steps = [s for s in steps if s.model]
-            totals[lazy]["lm_s"] += sum(s.latency_ms for s in lm_steps) / 1000
-            totals[lazy]["out"] += sum(s.tokens_out or 0 for s in lm_steps)
-            totals[lazy]["calls"] += len(lm_steps)
-            seen[lazy] = ([(s.node, s.verdict, s.reason, s.subject, s.rewrite, s.answer, tuple(s.chosen_ids)) for s in steps],
-                          pred.answer)
-            print(f"{item.id} lazy={'on' if lazy else 'off'}: {len(steps)} steps, "
-                  f"{sum(s.latency_ms for s in lm_steps) / 1000:.1f} s, {sum(s.tokens_out for s in lm_steps)} tokens out",
-                  file=sys.stderr)
-        same += seen[True] == seen[False]
+    base, items, totals, same = agent_pairs("llama_lazy_grammar", (True, False), args.agent, probes=(SampleClock,))
     on, off = totals[True], totals[False]
     lines = [f"## The agent on {len(items)} dev questions ({base.embedded_model}, LM cache off)", "",
              "| llama_lazy_grammar | LM calls | output tokens | LM seconds | LM speed-up | seconds choosing tokens | "
              "ms per token chosen |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name, t in (("off (llama-cpp-python's chain)", off), ("on (default)", on)):
-        lines.append(f"| {name} | {t['calls']} | {t['out']} | {t['lm_s']:.1f} | {off['lm_s'] / t['lm_s']:.2f}x | "
+        lines.append(f"| {name} | {t['calls']:.0f} | {t['out']:.0f} | {t['lm_s']:.1f} | {off['lm_s'] / t['lm_s']:.2f}x | "
                      f"{t['sample_s']:.2f} | {t['sample_s'] / max(t['sampled'], 1) * 1000:.1f} |")
     lines += ["", f"Runs with the same steps, verdicts, rewrites, chosen passages and answer: {same} of {len(items)}."]
     return lines

@@ -104,6 +104,9 @@ class Settings:
     # only when that token breaks it (rag.lm.sampling): the same tokens, ~30 ms a token sooner; false = llama-cpp-python's
     # own sampler chain, which runs the grammar over every token of the vocabulary at every step
     llama_lazy_grammar: bool = True
+    # prompt-lookup drafting (rag.lm.drafting): up to this many tokens copied from earlier in the prompt are checked
+    # in one batch at each decode step; 0 = off (one token per step)
+    llama_draft_tokens: int = 8
     embedded_max_tokens: int = 512  # output cap per embedded call
     groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
     lm_timeout: int = 60  # seconds per hosted-model attempt
@@ -133,6 +136,8 @@ class Settings:
                      "max_file_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.llama_draft_tokens <= 32:
+            raise ConfigError(f"llama_draft_tokens must be between 0 (off) and 32, got {self.llama_draft_tokens}")
         if self.n_threads is not None and self.n_threads < 1:
             raise ConfigError(f"n_threads must be >= 1 (or unset for every core), got {self.n_threads}")
         if self.llama_extra_bufts not in EXTRA_BUFTS:

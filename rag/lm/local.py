@@ -33,7 +33,7 @@ from typing import Any
 from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
 
 from rag.errors import ModelError
-from rag.lm import probe, sampling
+from rag.lm import drafting, probe, sampling
 from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.fit import fit_messages
 from rag.lm.trace import LMCall, emit
@@ -123,7 +123,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, repack: bool) -> tuple[
                                 n_threads_batch=threads, seed=0, verbose=False)
     except (ValueError, RuntimeError, OSError) as exc:
         raise ModelError(f"cannot load GGUF model {path}: {exc}; check that the file is a valid GGUF model") from None
-    return sampling.install(llama), threading.Lock()
+    return sampling.install(drafting.install(llama)), threading.Lock()
 
 
 def stats() -> dict[str, int]:
@@ -291,7 +291,7 @@ class LlamaCppEngine:
 
     def __init__(self, model_path: str | Path | None = None, *, n_ctx: int = 4096, seed: int = 0,
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_threads: int | None = None, extra_bufts: str = "auto",
-                 lazy_grammar: bool = True):
+                 lazy_grammar: bool = True, draft_tokens: int = 0):
         if model_path is None:
             from rag.lm.models import DEFAULT_MODEL, model_path as embedded_path
 
@@ -301,6 +301,7 @@ class LlamaCppEngine:
         self.n_threads = n_threads
         self.extra_bufts = extra_bufts
         self.lazy_grammar = bool(lazy_grammar)
+        self.draft_tokens = int(draft_tokens)
         self.seed = int(seed)
         self.max_tokens = int(max_tokens)
         if self.n_ctx < 256:
@@ -338,6 +339,7 @@ class LlamaCppEngine:
                 kwargs["grammar"] = _grammar(bounded)
             try:
                 llama._sieve_lazy_grammar_on = self.lazy_grammar  # read by rag.lm.sampling.install's hook
+                llama._sieve_draft = self.draft_tokens  # read by rag.lm.drafting.install's hook
                 out = llama.create_chat_completion(**kwargs)
             except ValueError as exc:  # llama.cpp: "Requested tokens (...) exceed context window of ..."
                 raise ContextLengthError(f"{request.model}: {exc}; raise n_ctx or lower max_tokens",
@@ -392,13 +394,15 @@ class LlamaCppEngine:
 
     def dump_state(self) -> dict[str, Any]:
         return {"model_path": str(self.model_path), "n_ctx": self.n_ctx, "seed": self.seed, "max_tokens": self.max_tokens,
-                "n_threads": self.n_threads, "extra_bufts": self.extra_bufts, "lazy_grammar": self.lazy_grammar}
+                "n_threads": self.n_threads, "extra_bufts": self.extra_bufts, "lazy_grammar": self.lazy_grammar,
+                "draft_tokens": self.draft_tokens}
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> "LlamaCppEngine":
         return cls(state.get("model_path"), n_ctx=state.get("n_ctx", 4096), seed=state.get("seed", 0),
                    max_tokens=state.get("max_tokens", DEFAULT_MAX_TOKENS), n_threads=state.get("n_threads"),
-                   extra_bufts=state.get("extra_bufts", "auto"), lazy_grammar=state.get("lazy_grammar", True))
+                   extra_bufts=state.get("extra_bufts", "auto"), lazy_grammar=state.get("lazy_grammar", True),
+                   draft_tokens=state.get("draft_tokens", 0))
 
 
 class AsyncLlamaCppEngine(ThreadedAsyncEngine):

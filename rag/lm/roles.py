@@ -62,7 +62,7 @@ def _key(spec: str, settings: Settings) -> tuple:
     if spec == EMBEDDED or spec.startswith("gguf:"):
         embedded = (settings.gguf_path, settings.embedded_model) if spec == EMBEDDED else None
         return (*common, embedded, settings.n_ctx, settings.n_threads, settings.llama_extra_bufts,
-                settings.llama_lazy_grammar, settings.embedded_max_tokens)
+                settings.llama_lazy_grammar, settings.llama_draft_tokens, settings.embedded_max_tokens)
     if spec.startswith("groq/"):
         return (*common, settings.groq_base_url, settings.lm_timeout, settings.lm_max_retries, settings.rate_limits)
     return common
@@ -77,7 +77,7 @@ def _make(spec: str, settings: Settings) -> dspy.LM:
         path = gguf_path_for(spec, settings)
         engine = LlamaCppEngine(path, n_ctx=settings.n_ctx, max_tokens=settings.embedded_max_tokens,
                                 n_threads=settings.n_threads, extra_bufts=settings.llama_extra_bufts,
-                                lazy_grammar=settings.llama_lazy_grammar)
+                                lazy_grammar=settings.llama_lazy_grammar, draft_tokens=settings.llama_draft_tokens)
         name = f"embedded/{settings.embedded_model}" if spec == EMBEDDED and not settings.gguf_path else f"gguf/{path.stem}"
         return dspy.LM(name, engine=engine, async_engine=AsyncLlamaCppEngine(engine), cache=settings.cache,
                        temperature=0.0, max_tokens=settings.embedded_max_tokens, num_retries=0)
