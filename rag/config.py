@@ -105,8 +105,9 @@ class Settings:
     # own sampler chain, which runs the grammar over every token of the vocabulary at every step
     llama_lazy_grammar: bool = True
     # prompt-lookup drafting (rag.lm.drafting): up to this many tokens copied from earlier in the prompt are checked
-    # in one batch at each decode step; 0 = off (one token per step)
-    llama_draft_tokens: int = 8
+    # in one batch at each decode step; 0 = off (one token per step). Off by default: on 2 cores a batch of n tokens
+    # costs most of n steps, and the agent ran 0.89x as fast with 8 (benchmarks/results/draft_decode.md)
+    llama_draft_tokens: int = 0
     embedded_max_tokens: int = 512  # output cap per embedded call
     groq_base_url: str | None = None  # None = the SDK default (or GROQ_BASE_URL)
     lm_timeout: int = 60  # seconds per hosted-model attempt

@@ -29,8 +29,8 @@ def test_guesses_what_followed_the_latest_earlier_occurrence_of_the_last_tokens(
 
 
 def test_setting_bounds_and_engine_state():
-    assert Settings().llama_draft_tokens == 8
-    assert Settings().replace(llama_draft_tokens="0").llama_draft_tokens == 0
+    assert Settings().llama_draft_tokens == 0  # off: slower on 2 cores (benchmarks/results/draft_decode.md)
+    assert Settings().replace(llama_draft_tokens="8").llama_draft_tokens == 8
     with pytest.raises(ConfigError, match="llama_draft_tokens must be between 0 .off. and 32"):
         Settings().replace(llama_draft_tokens=33).validate()
     engine = LlamaCppEngine(find_smollm2_gguf(), draft_tokens=5)

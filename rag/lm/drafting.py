@@ -2,14 +2,19 @@
 the guesses in one batch.
 
 Much of what the small model writes is already in its prompt: the grader's JSON names passage ids and the
-question's words, the answer quotes its passages and cites their ids. On 2 cores one decode step costs about
-as much for one token as for several (it is spent reading the weights), so :class:`PromptLookup` proposes up to
-``num_tokens`` tokens (those that followed the latest earlier occurrence of the sequence's last 3, else 2
-tokens) and llama-cpp-python's ``generate`` evaluates them with the token just chosen in one batch. Each
+question's words, the answer quotes its passages and cites their ids. Where one decode step costs about as much
+for several tokens as for one (a step spent reading the weights: many cores, a GPU), :class:`PromptLookup`
+proposes up to ``num_tokens`` tokens (those that followed the latest earlier occurrence of the sequence's last 3,
+else 2 tokens) and llama-cpp-python's ``generate`` evaluates them with the token just chosen in one batch. Each
 position is then sampled as before (Sieve's greedy sampler and grammar check, ``rag.lm.sampling``); a guess is
 kept only while it equals the token chosen at its position, and the first mismatch drops the rest from the KV
-cache. So the text is the one token-by-token decoding writes, except where a batched evaluation's rounding
-tips a near-tie (`benchmarks/draft_decode.py` counts the runs whose decisions and answers differ).
+cache. A batched evaluation rounds differently from single steps, so near-ties can tip: the text is not always
+the one token-by-token decoding writes.
+
+**Off by default** (``llama_draft_tokens = 0``): on the 2-core Xeon this project is measured on, decoding is
+compute-bound, a batch of n tokens costs most of n single steps (113 ms for 1 token, 163 ms for 2, 438 ms for 9
+at a 1,100-token context), and the agent ran 0.89x as fast with 8 guessed tokens (1.33 tokens kept per step; 5 of
+8 dev questions' runs differed somewhere): ``benchmarks/draft_decode.py``, ``benchmarks/results/draft_decode.md``.
 
 :func:`install` sets this up on one ``llama_cpp.Llama``: the prompt is still evaluated with logits for its last
 token only (llama-cpp-python would compute and copy them for every prompt token once a draft model is set),
