@@ -27,7 +27,7 @@ ROLES = ("grader", "rewriter", "answerer", "judge")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golden/ (editable install)
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
-EMBEDDING_PRECISIONS = ("fp32", "int8")
+EMBEDDING_PRECISIONS = ("auto", "fp32", "int8")
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
@@ -58,9 +58,11 @@ class Settings:
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
     # per model, rag.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
     embedding_runtime: str = "onnx"
-    # the ONNX encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8"
-    # (dynamic quantization: faster, vectors differ slightly; queries then use int8 too, as the manifest says)
-    embedding_precision: str = "fp32"
+    # the encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8" (ONNX
+    # only; dynamic quantization: a cold index ~3x faster than torch, vectors differ slightly, retrieval inside
+    # fp32's intervals: README, Indexing and int8; queries then use int8 too, as the manifest says); "auto" =
+    # int8 with embedding_runtime=onnx, fp32 with torch
+    embedding_precision: str = "auto"
     # FAISS index: "auto" = exact (flat) up to rag.index.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
     # or "hnsw" at any size (benchmarks/results/scale.md: latency and HNSW's recall against flat)
     dense_index: str = "auto"
@@ -127,6 +129,13 @@ class Settings:
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **{k: _coerce(k, v) for k, v in changes.items()})
 
+    @property
+    def index_precision(self) -> str:
+        """``embedding_precision`` with "auto" resolved: int8 on the ONNX runtime, fp32 on torch."""
+        if self.embedding_precision == "auto":
+            return "int8" if self.embedding_runtime == "onnx" else "fp32"
+        return self.embedding_precision
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (str(v) if isinstance(v, Path) else v) for f in fields(self) for v in [getattr(self, f.name)]}
 
@@ -156,7 +165,7 @@ class Settings:
         if self.embedding_precision not in EMBEDDING_PRECISIONS:
             raise ConfigError(f"embedding_precision={self.embedding_precision!r} is not allowed; use one of: "
                               f"{', '.join(EMBEDDING_PRECISIONS)}")
-        if self.embedding_precision != "fp32" and self.embedding_runtime != "onnx":
+        if self.embedding_precision == "int8" and self.embedding_runtime != "onnx":
             raise ConfigError(f"embedding_precision={self.embedding_precision} needs embedding_runtime=onnx "
                               "(sentence-transformers embeds in fp32)")
         if self.lm_max_retries < 0:

@@ -429,6 +429,14 @@ def ensure_export(model: str, sha: str | None = None, check_texts: Sequence[str]
     return export(model, folder, sha, check_texts, say)
 
 
+def _restore_logging(handlers: list[Any], level: int) -> None:
+    import logging
+
+    root = logging.getLogger()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None) -> Path:
     """An int8 copy of the fp32 export in ``source``: ONNX Runtime's dynamic quantization (int8 weights of
     every MatMul, one scale per output channel, activations quantized per batch at run time). Smaller and
@@ -439,18 +447,22 @@ def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None)
     fp32 on 300 Polygraph chunks, on AVX2 and on AVX-512 VNNI CPUs alike, per-channel 0.98. ``reduce_range``
     (7-bit weights) guards CPUs without VNNI, whose uint8 x int8 products are summed in 16 bits and saturate
     at full range; it was also the fastest variant on both CPUs measured."""
+    import logging
+
     started = time.perf_counter()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:  # needs the onnx package
         raise ModelError(f"int8 quantization needs the onnx package ({exc}); pip install onnx") from None
+    finally:
+        _restore_logging(handlers, level)
     recipe = {"recipe": INT8_RECIPE, "method": "onnxruntime.quantize_dynamic", **INT8_OPTIONS}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.quantize-", dir=dest.parent))
     try:
-        import logging
-
-        logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing advice
+        root.setLevel(max(level, logging.ERROR))  # its pre-processing advice
         options = {**INT8_OPTIONS, "weight_type": QuantType[INT8_OPTIONS["weight_type"]]}
         quantize_dynamic(str(source / ONNX_FILE), str(tmp / ONNX_FILE), **options)
         shutil.copy(source / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
@@ -468,6 +480,8 @@ def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:  # the quantizer configures the root logger (a stderr handler): later libraries' debug lines would print
+        _restore_logging(handlers, level)
     if say:
         say(f"quantized the ONNX encoder to int8 in {time.perf_counter() - started:.1f}s (lowest cosine to fp32 "
             f"{worst:.4f}): {dest}")

@@ -47,6 +47,17 @@ def small_index():
     return build_index(list(small_chunks()), workdir() / "index", settings(), show_progress=False)
 
 
-def copy_index(dest: Path) -> Path:
-    shutil.copytree(small_index().dir, dest)
+@functools.lru_cache(maxsize=1)
+def small_fp32_index():
+    """``small_index()`` embedded in fp32 (the default is int8 on ONNX Runtime): vectors equal to
+    sentence-transformers', for the tests that compare with the torch side (read-only: copy it first)."""
+    from rag.index import build_index
+
+    root = workdir() / "index-fp32"
+    return build_index(list(small_chunks()), root, settings(index_dir=root, embedding_precision="fp32"),
+                       show_progress=False)
+
+
+def copy_index(dest: Path, fp32: bool = False) -> Path:
+    shutil.copytree((small_fp32_index() if fp32 else small_index()).dir, dest)
     return dest

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from rag.errors import IndexMismatch
-from tests.retrieval_support import SHARED, copy_index, small_index
+from tests.retrieval_support import SHARED, copy_index, small_fp32_index, small_index
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = ("torch", "sentence_transformers", "transformers")
@@ -98,9 +98,15 @@ def test_onnx_query_vectors_match_sentence_transformers():
 
 
 def test_manifest_records_the_encoder_and_search_runs_without_torch():
-    index = small_index()
+    import rag.encoder as enc
+    from rag.config import Settings
+
+    assert Settings().index_precision == "int8" and Settings(embedding_runtime="torch").index_precision == "fp32"
+    index = small_index()  # default settings: int8 on ONNX Runtime
     record = index.manifest["embedding"]["encoder"]
-    assert record["runtime"] == "onnxruntime" and record["precision"] == "fp32"
+    assert record["runtime"] == "onnxruntime" and record["precision"] == "int8"
+    assert record["id"].endswith(f"-int8-v1-q{enc.INT8_RECIPE}")
+    assert small_fp32_index().manifest["embedding"]["encoder"]["precision"] == "fp32"
     assert len(record["model_sha256"]) == 64 and record["id"].startswith(record["model_sha256"][:16])
     home = Path(os.environ["SIEVE_HOME"])
     assert (home / "encoders" / record["id"] / "model.onnx").is_file()
@@ -121,7 +127,7 @@ def test_torch_runtime_gives_the_same_hits(tmp_path: Path):
     from rag.index import Index
     from rag.retrieve import Retriever
 
-    root = copy_index(tmp_path / "idx")
+    root = copy_index(tmp_path / "idx", fp32=True)
     onnx = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
     st = Retriever(Index.load(root, Settings(index_dir=root, embedding_runtime="torch")), mode="dense", top_k=4)
     assert type(st.index.query_encoder).__name__ == "_TorchQuery"
@@ -143,9 +149,9 @@ def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys
     from rag.index import Index
     from rag.retrieve import Retriever
 
-    root = copy_index(tmp_path / "old")
+    root = copy_index(tmp_path / "old", fp32=True)  # indexes from before the record were all fp32
     _edit_manifest(root, lambda m: m["embedding"].pop("encoder"))
-    new = Retriever(small_index(), mode="dense", top_k=4)
+    new = Retriever(small_fp32_index(), mode="dense", top_k=4)
     expected = [h.chunk_id for h in new.search("what does pass do")]
 
     # the model's export is cached already: used at once, nothing said
@@ -180,7 +186,7 @@ def test_a_changed_model_is_refused_with_the_fix(tmp_path: Path):
     from rag.index import Index
     from rag.retrieve import Retriever
 
-    root = copy_index(tmp_path / "changed")
+    root = copy_index(tmp_path / "changed", fp32=True)
 
     def other_model(m):  # as if the index had been built with other model files, whose export is not cached
         m["embedding"]["encoder"].update(model_sha256="0" * 64, id="0" * 16 + "-fp32-v1")
@@ -231,14 +237,14 @@ def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path:
     from rag.retrieve import Retriever
     from tests.retrieval_support import settings, small_chunks
 
-    root = copy_index(tmp_path / "i8")  # an fp32 index in place: its vectors must not be reused at int8
+    root = copy_index(tmp_path / "i8", fp32=True)  # an fp32 index in place: its vectors must not be reused at int8
     s = settings(index_dir=root, embedding_precision="int8")
     index = build_index(list(small_chunks()), root, s, show_progress=False)
     record = index.manifest["embedding"]["encoder"]
     assert record["precision"] == "int8" and record["id"].endswith(f"-int8-v1-q{enc.INT8_RECIPE}")
     assert index.manifest["counts"]["embeddings_reused"] == 0
     assert index.query_encoder.id == record["id"]  # queries use the index's own int8 encoder
-    cosines = (np.asarray(index.embeddings) * np.asarray(small_index().embeddings)).sum(axis=1)
+    cosines = (np.asarray(index.embeddings) * np.asarray(small_fp32_index().embeddings)).sum(axis=1)
     assert 0.8 < cosines.min() < 0.99999  # close to fp32, not equal
     hits = Retriever(index, mode="dense", top_k=3).search("what does the assert statement do")
     assert any(h.chunk_id.startswith("assert") for h in hits), [h.chunk_id for h in hits]
