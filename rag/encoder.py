@@ -25,10 +25,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
+import queue
 import shutil
 import sys
-import queue
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -58,8 +59,8 @@ MAX_BATCH_TOKENS = 2048
 # a batch's activations together, so a text's vector depended on its batch-mates (lowest cosine 0.983 between
 # two batchings of 600 Polygraph chunks); alone, a passage gets the vector its query-time encoding would. On all
 # 2,594 Polygraph chunks (2 cores) it embedded 1.40x faster than batches of <= 32 texts / 2,048 tokens on one
-# two-thread session (21.4 s against 29.9 s). fp32 stays batched on one session: there the same change was 0.95x
-# and side-by-side sessions with batches of 2,048 tokens 0.89x (1,300 chunks).
+# two-thread session (21.4 s against 29.9 s). fp32 stays batched on one session: on 1,300 chunks the variants
+# measured 0.89x (side by side, batches of 2,048 tokens) to 1.08x (side by side, 512 tokens), within noise.
 INT8_BATCH_SIZE = 1
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -430,8 +431,6 @@ def ensure_export(model: str, sha: str | None = None, check_texts: Sequence[str]
 
 
 def _restore_logging(handlers: list[Any], level: int) -> None:
-    import logging
-
     root = logging.getLogger()
     root.handlers[:] = handlers
     root.setLevel(level)
@@ -447,8 +446,6 @@ def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None)
     fp32 on 300 Polygraph chunks, on AVX2 and on AVX-512 VNNI CPUs alike, per-channel 0.98. ``reduce_range``
     (7-bit weights) guards CPUs without VNNI, whose uint8 x int8 products are summed in 16 bits and saturate
     at full range; it was also the fastest variant on both CPUs measured."""
-    import logging
-
     started = time.perf_counter()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
