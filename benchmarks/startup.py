@@ -7,7 +7,8 @@
 Every figure is a fresh ``rag`` process (a *cold* start: interpreter, imports, index load, model load),
 except "warm search", which times ``Retriever.search`` in this process after a warm-up. The two paths are
 the ``embedding_runtime`` setting (``SIEVE_EMBEDDING_RUNTIME``): ``torch`` (sentence-transformers, as
-Sieve embedded before) and ``onnx`` (ONNX Runtime over the model's ONNX export, rag.encoder). Both run in
+Sieve embedded before) and ``onnx`` (ONNX Runtime over the model's ONNX export, rag.encoder); each path
+searches an index it built itself (torch: fp32; onnx: the default precision, int8). Both run in
 the same benchmark, interleaved, so their *ratio* is the figure that carries over to another machine or
 load; wall times depend on what else runs on the cores. CPU seconds (user + system of the process) and
 peak RSS are measured per process with ``wait4``.
@@ -154,7 +155,7 @@ def section_no_model(lines: list[str], env: dict[str, str], repeats: int) -> Non
     lines.append("")
 
 
-def section_search(lines: list[str], env: dict[str, str], index_dir: Path, repeats: int, chunks: int) -> None:
+def section_search(lines: list[str], env: dict[str, str], index_dirs: dict[str, Path], repeats: int, chunks: int) -> None:
     lines += [f"## Cold `rag search` (a new process per query; built-in corpus index, {chunks} chunks)", "",
               f"`rag search \"{QUERY}\" --k 4 --mode MODE`, median of {repeats} runs per cell, the two paths interleaved.", "",
               "| mode | path | wall s | CPU s | peak RSS MB | imports torch | torch / onnx (wall, CPU, RSS) |",
@@ -163,7 +164,7 @@ def section_search(lines: list[str], env: dict[str, str], index_dir: Path, repea
         rows: dict[str, list[dict]] = {r: [] for r in RUNTIMES}
         for _ in range(repeats):
             for runtime in RUNTIMES:
-                rows[runtime].append(cold(["search", QUERY, "--k", "4", "--mode", mode, "--index-dir", index_dir],
+                rows[runtime].append(cold(["search", QUERY, "--k", "4", "--mode", mode, "--index-dir", index_dirs[runtime]],
                                           {**env, "SIEVE_EMBEDDING_RUNTIME": runtime}))
         t, o = rows["torch"], rows["onnx"]
         for runtime in RUNTIMES:
@@ -175,7 +176,7 @@ def section_search(lines: list[str], env: dict[str, str], index_dir: Path, repea
     lines.append("")
 
 
-def section_warm(lines: list[str], index_dir: Path) -> None:
+def section_warm(lines: list[str], index_dirs: dict[str, Path]) -> None:
     from rag.config import Settings
     from rag.golden import load_golden
     from rag.index import Index
@@ -184,8 +185,8 @@ def section_warm(lines: list[str], index_dir: Path) -> None:
     questions = [i.question for i in load_golden(ROOT / "golden" / "python_ref.jsonl")][:40]
     lines += ["## Warm search latency (in one process, after a warm-up; 40 golden questions)", "",
               "| mode | torch p50 ms | onnx p50 ms | torch / onnx |", "| --- | --- | --- | --- |"]
-    retrievers = {r: Retriever(Index.load(index_dir, Settings(index_dir=index_dir, embedding_runtime=r)), top_k=4)
-                  for r in RUNTIMES}
+    retrievers = {r: Retriever(Index.load(index_dirs[r], Settings(index_dir=index_dirs[r], embedding_runtime=r)),
+                               top_k=4) for r in RUNTIMES}
     for mode in MODES:
         p50 = {}
         for runtime, retriever in retrievers.items():
@@ -201,7 +202,7 @@ def section_warm(lines: list[str], index_dir: Path) -> None:
     lines.append("")
 
 
-def section_ask(lines: list[str], env: dict[str, str], index_dir: Path, repeats: int) -> None:
+def section_ask(lines: list[str], env: dict[str, str], index_dirs: dict[str, Path], repeats: int) -> None:
     lines += ["## `rag ask`: start to the first language-model call", "",
               "`rag ask QUESTION --no-cache` (hybrid retrieval, the default embedded model); the process stops when "
               "the first LM call starts, so model loading inside that call is not counted.", "",
@@ -209,7 +210,7 @@ def section_ask(lines: list[str], env: dict[str, str], index_dir: Path, repeats:
     rows: dict[str, list[dict]] = {r: [] for r in RUNTIMES}
     for _ in range(repeats):
         for runtime in RUNTIMES:
-            res = cold(["ask", QUERY, "--no-cache", "--index-dir", index_dir], {**env, "SIEVE_EMBEDDING_RUNTIME": runtime},
+            res = cold(["ask", QUERY, "--no-cache", "--index-dir", index_dirs[runtime]], {**env, "SIEVE_EMBEDDING_RUNTIME": runtime},
                        first_lm=True)
             if "first_lm" not in res:
                 raise SystemExit(f"rag ask made no LM call:\n{res['err'][-2000:]}")
@@ -369,30 +370,32 @@ def main(argv: list[str] | None = None) -> int:
         folder = ensure_export("default")
         export_s = time.perf_counter() - t
         meta = json.loads((folder / "encoder.json").read_text(encoding="utf-8"))
-        index_dir = work / "builtin-index"
-        if args.search_topics:
-            from rag.chunking import chunk_documents
-            from rag.config import Settings
-            from rag.corpus import load_builtin_topics
-            from rag.index import build_index
-            from pydoc_data.topics import topics as all_topics
+        # each path queries the index it builds: torch an fp32 one, onnx one at the default precision (int8)
+        index_dirs = {runtime: work / f"builtin-index-{runtime}" for runtime in RUNTIMES}
+        for runtime, index_dir in index_dirs.items():
+            if args.search_topics:
+                from rag.chunking import chunk_documents
+                from rag.config import Settings
+                from rag.corpus import load_builtin_topics
+                from rag.index import build_index
+                from pydoc_data.topics import topics as all_topics
 
-            names = sorted(all_topics)[: args.search_topics]
-            s = Settings(index_dir=index_dir)
-            build_index(chunk_documents(load_builtin_topics(names), s.chunk_size, s.chunk_overlap), index_dir, s,
-                        show_progress=False)
-        else:
-            cold(["index", "--index-dir", index_dir, "-q"], {**env, "SIEVE_EMBEDDING_RUNTIME": "onnx"})
-        chunks_searched = json.loads((index_dir / "manifest.json").read_text(encoding="utf-8"))["counts"]["chunks"]
+                names = sorted(all_topics)[: args.search_topics]
+                s = Settings(index_dir=index_dir, embedding_runtime=runtime)
+                build_index(chunk_documents(load_builtin_topics(names), s.chunk_size, s.chunk_overlap), index_dir, s,
+                            show_progress=False)
+            else:
+                cold(["index", "--index-dir", index_dir, "-q"], {**env, "SIEVE_EMBEDDING_RUNTIME": runtime})
+        chunks_searched = json.loads((index_dirs["onnx"] / "manifest.json").read_text(encoding="utf-8"))["counts"]["chunks"]
         body: list[str] = []
         if "no-model" in sections:
             section_no_model(body, env, args.repeats)
         if "search" in sections:
-            section_search(body, env, index_dir, args.repeats, chunks_searched)
+            section_search(body, env, index_dirs, args.repeats, chunks_searched)
         if "warm" in sections:
-            section_warm(body, index_dir)
+            section_warm(body, index_dirs)
         if "ask" in sections:
-            section_ask(body, env, index_dir, args.repeats)
+            section_ask(body, env, index_dirs, args.repeats)
         if "index" in sections:
             section_index(body, env, work, args.shared, args.polygraph_chunks, args.index_repeats)
         if "quality" in sections:
