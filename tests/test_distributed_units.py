@@ -97,6 +97,12 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
     assert worker.ready()[1] == record["id"]
     for rows in parts:
         assert np.array_equal(worker.embed([texts[i] for i in rows]), whole[rows])
+    int8, int8_record = index_encoder("default", "onnx", precision="int8")  # one text per batch
+    parts = onnx_shards(int8, texts, 2)
+    assert [len(p) for p in parts] == [2 * BATCH_SIZE, 2 * BATCH_SIZE, len(texts) - 4 * BATCH_SIZE]
+    worker = EmbedWorker("default", int8_record, threads=1)
+    for rows in parts:
+        assert np.array_equal(worker.embed([texts[i] for i in rows]), int8.encode(texts)[rows])
 
 
 def test_a_capturing_process_hands_its_ledger_rows_to_the_one_that_writes_them(tmp_path, monkeypatch):

@@ -89,10 +89,11 @@ def shards(texts: Sequence[str], size: int) -> list[list[int]]:
 
 
 def onnx_shards(encoder: Any, texts: Sequence[str], batches_per_shard: int) -> list[list[int]]:
-    """``encoder.encode``'s own batch plan for ``texts``, cut into runs of ``batches_per_shard`` whole batches."""
+    """``encoder.encode``'s own batch plan for ``texts``, cut into runs of whole batches: ``batches_per_shard``
+    batches of fp32's size (an int8 encoder embeds one text per batch, so BATCH_SIZE of its batches count as one)."""
     plan = encoder.batches(texts)
-    return [[int(i) for batch in plan[n:n + batches_per_shard] for i in batch]
-            for n in range(0, len(plan), batches_per_shard)]
+    per = batches_per_shard * max(1, BATCH_SIZE // getattr(encoder, "batch_size", BATCH_SIZE))
+    return [[int(i) for batch in plan[n:n + per] for i in batch] for n in range(0, len(plan), per)]
 
 
 class RayEmbedder:
