@@ -129,7 +129,7 @@ def index_part(sizes: list[int], noise: float, work: Path, vectors_from: Path | 
         base = chunk_documents(load_builtin_topics(), settings.chunk_size, settings.chunk_overlap)
         texts = [index_text(c) for c in base]
         encoder, record = index_encoder(settings.embedding_model, settings.embedding_runtime, texts[:64],
-                                        lambda m: print(m, file=sys.stderr), settings.index_precision)
+                                        lambda m: print(m, file=sys.stderr), settings.embedding_precision)
         encoder.encode(texts[:8])  # warm
         print(f"embedding the {len(base)} built-in chunks once ({record['runtime']}; real vectors to repeat)",
               file=sys.stderr)

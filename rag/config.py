@@ -27,7 +27,8 @@ ROLES = ("grader", "rewriter", "answerer", "judge")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golden/ (editable install)
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
-EMBEDDING_PRECISIONS = ("auto", "fp32", "int8")
+ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.encoder)
+EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" resolves to one of them
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
@@ -128,13 +129,6 @@ class Settings:
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **{k: _coerce(k, v) for k, v in changes.items()})
-
-    @property
-    def index_precision(self) -> str:
-        """``embedding_precision`` with "auto" resolved: int8 on the ONNX runtime, fp32 on torch."""
-        if self.embedding_precision == "auto":
-            return "int8" if self.embedding_runtime == "onnx" else "fp32"
-        return self.embedding_precision
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (str(v) if isinstance(v, Path) else v) for f in fields(self) for v in [getattr(self, f.name)]}

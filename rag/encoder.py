@@ -40,7 +40,7 @@ import numpy as np
 
 from rag.errors import ConfigError, IndexMismatch, ModelError
 
-from rag.config import EMBEDDING_PRECISIONS as PRECISIONS
+from rag.config import ENCODER_PRECISIONS as PRECISIONS
 from rag.config import EMBEDDING_RUNTIMES as RUNTIMES
 ENCODER_VERSION = 1  # the export recipe; part of the encoder id, bump when export() changes what it writes
 MIN_COSINE = 0.9999  # an export whose vectors differ more than this from sentence-transformers' is not used
@@ -493,11 +493,22 @@ def index_encoder(model: str, runtime: str, check_texts: Sequence[str] = (),
     """(encoder, manifest record) for building an index with ``model`` on ``runtime`` at ``precision``.
 
     ``onnx``: the ONNX export (made now if needed; int8: quantized from it); when the model cannot be
-    exported, a one-line note and the torch encoder. ``torch``: sentence-transformers (fp32 only). The record
-    goes into the index manifest as ``embedding.encoder``; the query side follows it (:func:`query_encoder`)."""
+    exported, a one-line note and the torch encoder. ``torch``: sentence-transformers (fp32 only). ``auto``
+    (the setting's default): int8 on ``onnx``, with a one-line note and fp32 where the int8 encoder cannot be
+    made or fails its check on this CPU; fp32 on ``torch``. The record goes into the index manifest as
+    ``embedding.encoder``; the query side follows it (:func:`query_encoder`)."""
     from rag.embeddings import embed, resolve_model_path
 
     _check_runtime(runtime)
+    if precision == "auto":
+        if runtime != "onnx":
+            return index_encoder(model, runtime, check_texts, say, "fp32")
+        try:
+            return index_encoder(model, runtime, check_texts, say, "int8")
+        except ModelError as exc:
+            if say:
+                say(f"Note: indexing with the fp32 encoder; the int8 one is not usable here: {exc}")
+            return index_encoder(model, runtime, check_texts, say, "fp32")
     path = resolve_model_path(model)
     sha = model_sha256(path)
     if runtime == "onnx":

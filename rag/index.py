@@ -366,7 +366,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     if own_encoder:
         say = (lambda message: print(message, file=sys.stderr)) if show_progress else None
         encoder, encoder_record = index_encoder(settings.embedding_model, settings.embedding_runtime, texts[:64], say,
-                                                settings.index_precision)
+                                                settings.embedding_precision)
         dim = int(encoder_record.get("dim") or embedding_dim(settings.embedding_model))
     else:  # a plain ``embedder(texts)`` (benchmarks: given vectors): recorded as sentence-transformers
         sha = model_sha256(model_path)

@@ -101,7 +101,7 @@ def test_manifest_records_the_encoder_and_search_runs_without_torch():
     import rag.encoder as enc
     from rag.config import Settings
 
-    assert Settings().index_precision == "int8" and Settings(embedding_runtime="torch").index_precision == "fp32"
+    assert Settings().embedding_precision == "auto"
     index = small_index()  # default settings: int8 on ONNX Runtime
     record = index.manifest["embedding"]["encoder"]
     assert record["runtime"] == "onnxruntime" and record["precision"] == "int8"
@@ -219,6 +219,12 @@ def test_unknown_runtime_is_a_config_error():
 
     with pytest.raises(ConfigError, match="embedding_runtime='tf' is not allowed; use one of: onnx, torch"):
         load_settings({"embedding_runtime": "tf"})
+    with pytest.raises(ConfigError, match="embedding_precision='int4' is not allowed; use one of: auto, fp32, int8"):
+        load_settings({"embedding_precision": "int4"})
+    import rag.encoder as enc
+
+    with pytest.raises(ConfigError, match="use one of: fp32, int8"):  # an encoder is made at a resolved precision
+        enc.ensure_export("default", precision="auto")
 
 
 def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
@@ -320,3 +326,30 @@ def test_int8_sessions_side_by_side_give_one_sessions_vectors_and_are_kept():
     parallel.encode(texts[:10])
     assert parallel._idle.qsize() == made  # reused, not made again
     assert serial._idle.qsize() == 0  # one core: the main session only
+
+
+def test_auto_precision_is_int8_on_onnx_fp32_on_torch_and_falls_back_to_fp32(monkeypatch: pytest.MonkeyPatch):
+    """The default ``embedding_precision = "auto"``: int8 on ONNX Runtime, fp32 on torch; where the int8 encoder
+    cannot be made or fails its check on this CPU, one note and an fp32 index instead of no index."""
+    import rag.encoder as enc
+    from rag.errors import ModelError
+
+    notes: list[str] = []
+    _, record = enc.index_encoder("default", "onnx", say=notes.append, precision="auto")
+    assert record["precision"] == "int8" and record["runtime"] == "onnxruntime" and not notes
+    _, record = enc.index_encoder("default", "torch", say=notes.append, precision="auto")
+    assert record["precision"] == "fp32" and record["runtime"] == "sentence-transformers" and not notes
+
+    def refused(*_args, **_kwargs):
+        raise ModelError("the int8 encoder's vectors differ too much from fp32's on this CPU")
+
+    cached = enc.ensure_export("default")
+    monkeypatch.setattr(enc, "encoders_dir", lambda: Path(os.environ["SIEVE_HOME"]) / "encoders-auto")
+    monkeypatch.setattr(enc, "quantize", refused)
+    monkeypatch.setattr(enc, "export", lambda model, dest, *a, **k: Path(shutil.copytree(cached, dest)))
+    encoder, record = enc.index_encoder("default", "onnx", say=notes.append, precision="auto")
+    assert record["precision"] == "fp32" and encoder.id.endswith("-fp32-v1")
+    assert notes == ["Note: indexing with the fp32 encoder; the int8 one is not usable here: the int8 encoder's "
+                     "vectors differ too much from fp32's on this CPU"]
+    with pytest.raises(ModelError, match="differ too much"):  # asked for by name: refused, not swapped
+        enc.index_encoder("default", "onnx", precision="int8")
