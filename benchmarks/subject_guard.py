@@ -67,10 +67,31 @@ def anywhere_missing_terms(subject: str, hits: Sequence) -> list[str]:
     return out
 
 
+def word_start_missing_terms(subject: str, hits: Sequence) -> list[str]:
+    """The guard until 2026-12-02 13:00 UTC (commit 2d04f3f): at the start of a word, where an underscore counts
+    as part of the word ("init" not in "__init__"), and a call with arguments checked as written ("id(x")."""
+    from rag.context import _stem
+
+    def starts(part: str, text: str) -> bool:
+        return re.search(r"(?<![a-z0-9_])" + re.escape(part), text) is not None
+
+    text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
+    out = []
+    for word in subject.split():
+        term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
+        term = term.removesuffix("'s").removesuffix("\u2019s")
+        parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
+        found = all(starts(part, text) or starts(_stem(part), text) for part in parts)
+        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not found:
+            out.append(term)
+    return out
+
+
 VARIANTS: dict[str, Callable[[str, Sequence], list[str]]] = {
     "exact words (before)": exact_missing_terms,
     "stems, dotted parts, possessives, anywhere in a word (until 2026-12-02)": anywhere_missing_terms,
-    "the same, at the start of a word (now)": missing_terms,
+    "the same, at the start of a word (until 2026-12-02 13:00 UTC)": word_start_missing_terms,
+    "the same, a call by its name, a name without its leading underscores (now)": missing_terms,
 }
 
 

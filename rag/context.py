@@ -115,27 +115,30 @@ def _stem(word: str) -> str:
 
 def _mentioned(term: str, text: str) -> bool:
     """A term is mentioned when each of its dotted parts is (``dict.popitem`` needs "dict" and "popitem", in
-    any place), each part as written or by its stem, at the start of a word: "lock" is not mentioned by "block"."""
+    any place), each part as written or by its stem, at the start of a word: "lock" is not mentioned by "block".
+    A name's leading underscores do not count: "init" is mentioned by "__init__", "index" by "__index__"."""
     parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
     return all(_starts_word(part, text) or _starts_word(_stem(part), text) for part in parts)
 
 
 def _starts_word(part: str, text: str) -> bool:
-    return re.search(r"(?<![a-z0-9_])" + re.escape(part), text) is not None
+    return re.search(r"(?<![a-z0-9_])_*" + re.escape(part.lstrip("_")), text) is not None
 
 
 def missing_terms(subject: str, hits: Sequence[Any]) -> list[str]:
     """The words of the grader's named subject that appear in none of ``hits`` (text or title), case-insensitive.
 
     Only words with at least two letters are checked (``-1**2`` or ``**`` are not), and filler words are
-    skipped. A word counts as mentioned when it or its stem appears (a possessive without its 's), and a dotted
-    name when each of its parts does (see :func:`_mentioned`). A subject the passages never mention cannot be what they answer: the agent's
-    guard against a small grader that calls any passage on a related topic relevant.
+    skipped. A call is checked by its name (``id(x)`` as "id"). A word counts as mentioned when it or its stem
+    appears (a possessive without its 's), and a dotted name when each of its parts does (see :func:`_mentioned`).
+    A subject the passages never mention cannot be what they answer: the agent's guard against a small grader
+    that calls any passage on a related topic relevant.
     """
     text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
     out = []
     for word in subject.split():
-        term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
+        term = word.strip("`'\"()[]{},:;?!").rstrip(".").lower()
+        term = term.split("(", 1)[0] or term  # a call: "id(x)" and "popitem()" name "id" and "popitem"
         term = term.removesuffix("'s").removesuffix("\u2019s")  # a possessive: module's -> module
         if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not _mentioned(term, text):
             out.append(term)

@@ -53,6 +53,12 @@ def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
     assert missing_terms("threading.Lock", [_Passage("any thread may take a lock")]) == []
     assert missing_terms("__init_subclass__", [_Passage("classmethod object.__init_subclass__(cls)")]) == []
     assert missing_terms("exception groups", [_Passage("ExceptionGroup wraps several exceptions")]) == ["groups"]
+    # a call is checked by its name, and a name's leading underscores do not count
+    assert missing_terms("id(x)", [_Passage("id(object)\n   Return the identity of an object.")]) == []
+    assert missing_terms("id(x)", [_Passage("hash(object)\n   Return the hash value")]) == ["id"]
+    assert missing_terms("init", [_Passage("If __init__() returns a value, TypeError is raised")]) == []
+    assert missing_terms("index", [_Passage("object.__index__(self)")]) == []
+    assert missing_terms("index", [_Passage("a list_index variable")]) == ["index"]  # inside a name, still not
 
 
 def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
