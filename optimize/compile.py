@@ -23,7 +23,7 @@ import dspy
 from dspy.utils.usage_tracker import UsageTracker
 
 from optimize.budget import CallCounter
-from optimize.optimizers import MAX_DEMOS, OPTIMIZERS, calls_upper_bound, run_optimizer, search
+from optimize.optimizers import DEMO_PASSAGE_CHARS, MAX_DEMOS, OPTIMIZERS, calls_upper_bound, run_optimizer, search
 from optimize.tasks import build_tasks
 from rag import artifacts
 from rag.config import ROLES, Settings, sieve_home
@@ -157,10 +157,12 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
                     budget: int | None = None, dry_run: bool = False, out: str | None = None,
                     labels: Path | None = None, show_progress: bool = True, effort: str = "light",
                     max_examples: tuple[int, int, int] | None = None, fresh: bool = False,
-                    max_demos: int = MAX_DEMOS, lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
+                    max_demos: int = MAX_DEMOS, demo_passage_chars: int | None = DEMO_PASSAGE_CHARS,
+                    lms: dict[str, dspy.BaseLM] | None = None) -> CompileResult:
     """Compile ``roles`` and save an artifact; ``fresh`` ignores finished work from earlier runs (the DSPy
     cache still answers repeated LM calls); ``max_demos`` caps the demos per predictor (each grader or answerer
-    demo adds a whole context to every call); ``lms`` overrides the configured LMs per role (tests)."""
+    demo adds its passages to every call); ``demo_passage_chars`` cuts the passages of the train examples, which
+    demos are made from (None: as the agent shows them); ``lms`` overrides the configured LMs per role (tests)."""
     from rag.agent import Sieve
     from rag.golden import load_golden
     from rag.lm.roles import build_lm, lms_for_roles, resolve_specs
@@ -168,6 +170,8 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
 
     if max_demos < 0:
         raise ConfigError(f"--max-demos must be 0 or more, got {max_demos}")
+    if demo_passage_chars is not None and demo_passage_chars < 1:
+        raise ConfigError(f"--demo-passage-chars must be 1 or more (0 on the command line: uncut), got {demo_passage_chars}")
     roles = roles or ["grader", "rewriter", "answerer"]
     items = load_golden(golden)
     if not items:
@@ -177,7 +181,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
         lms = {} if dry_run else lms_for_roles(settings)  # a dry run loads no model and spends nothing
         if settings.proposer_model and not dry_run:
             lms["proposer"] = build_lm(settings.proposer_model, settings)
-    tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels)
+    tasks = build_tasks(roles, items, retriever, settings, lms=lms, labels_path=labels, demo_chars=demo_passage_chars)
     the_plan = plan(tasks, optimizer, budget, effort, max_examples)
     if dry_run:
         return CompileResult(artifact=None, plan=the_plan)
@@ -191,7 +195,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     # finished work is reused only for the same examples, retrieval settings (they shape each prompt), models
     proposer = settings.proposer_model or models.get("answerer")
     ckpt = _checkpoint_dir({"golden": golden_hash, "optimizer": optimizer, "effort": effort, "models": models,
-                            "max_demos": max_demos,
+                            "max_demos": max_demos, "demo_passage_chars": demo_passage_chars,
                             "proposer": proposer,
                             "examples": _example_ids(tasks), "settings": run_settings,
                             "index": retriever.index.fingerprint, "signatures": artifacts.signature_fingerprint()})
@@ -222,7 +226,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     manifest = {
         "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
-        "optimizer_settings": {"max_demos": max_demos, "budget": budget, "effort": effort, "max_examples": max_examples,
+        "optimizer_settings": {"max_demos": max_demos, "demo_passage_chars": demo_passage_chars, "budget": budget, "effort": effort, "max_examples": max_examples,
                                "roles": list(tasks), "proposer": proposer},
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,

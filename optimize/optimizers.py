@@ -23,6 +23,7 @@ from rag.errors import ConfigError
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa")
 EFFORTS = ("light", "medium")
 MAX_DEMOS = 2  # default demos per predictor: each carries a whole context; more would overflow a 4k window
+DEMO_PASSAGE_CHARS = 400  # rag compile: train examples (the demos' source) show each passage cut to this many characters
 GEPA_MINIBATCH = 3  # examples GEPA reflects on per iteration
 
 

@@ -52,7 +52,10 @@ def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str,
 
 
 def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, settings: Settings,
-                lms: dict[str, dspy.BaseLM] | None = None, labels_path: Path | None = None) -> dict[str, RoleTask]:
+                lms: dict[str, dspy.BaseLM] | None = None, labels_path: Path | None = None,
+                demo_chars: int | None = None) -> dict[str, RoleTask]:
+    """``demo_chars``: the train examples, which demos are made from, show each passage cut to this many
+    characters (a demo sits in every later prompt of its role); dev and test show them as the agent does."""
     from rag.golden import gold_chunk_ids, interleave_types
 
     # round-robin over question types, so a split trimmed by --budget or --max-examples keeps every type
@@ -60,7 +63,12 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
     items = interleave_types(list(items))
     lms = lms or {}
     k = settings.top_k
-    cut = settings.grade_passage_chars  # demos and scored prompts show passages as the agent shows them
+    cut = settings.grade_passage_chars  # scored prompts show passages as the agent shows them
+
+    def chars(item: Any) -> int | None:
+        if item.split in ("dev", "test") or not demo_chars:
+            return cut
+        return min(cut, demo_chars) if cut else demo_chars
     retriever = _Memo(retriever)  # each role searches the same questions: retrieve each once
     chunks = retriever.index.chunks
     gold = {item.id: gold_chunk_ids(item, chunks) for item in items}
@@ -71,7 +79,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         # only items whose gold is known (as rag eval scores the grader): an answerable item without gold
         # chunks would otherwise teach "not relevant" for a context that may well answer it
         known = [i for i in items if i.should_refuse or gold[i.id]]
-        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id], cut)) for i in known]
+        pairs = [(i.split, grader_example(i, retriever.search(i.question, k=k), gold[i.id], chars(i))) for i in known]
         splits = _by_split(pairs, "grader")
         kinds = {bool(ex.relevant) for ex in splits["train"]}
         if len(kinds) < 2:
@@ -96,7 +104,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
             hits = [h for h in retriever.search(i.question, k=k) if h.chunk_id in gold[i.id]]
             if not hits:  # first retrieval missed: show the gold passages themselves
                 hits = _as_hits(retriever.index, sorted(gold[i.id])[:2])
-            pairs.append((i.split, answerer_example(i, hits, cut)))
+            pairs.append((i.split, answerer_example(i, hits, chars(i))))
         splits = _by_split(pairs, "answerer")
         judge = JudgeStep()
         tasks["answerer"] = RoleTask("answerer", AnswerStep(settings.id_choices), make_answerer_metric(judge, lms.get("judge")),

@@ -34,11 +34,13 @@ if TYPE_CHECKING:  # DSPy is imported to save or apply a program only: listing a
 
 
 def signature_fingerprint() -> str:
-    """Hash of the uncompiled signatures (instructions, field names and types): a changed signature
-    invalidates compiled programs, which would otherwise load silently with stale fields."""
+    """Hash of the uncompiled signatures (instructions, field names and types) and of the prompt layout
+    (``rag.adapter.PROMPT_LAYOUT``: where demos go): a changed signature or layout invalidates compiled programs,
+    which would otherwise load silently with stale fields, or with scores measured on other prompts."""
+    from rag.adapter import PROMPT_LAYOUT
     from signatures import Answerer, Grader, Judge, Rewriter
 
-    parts = []
+    parts = [] if PROMPT_LAYOUT == 1 else [f"layout {PROMPT_LAYOUT}"]
     for sig in (Grader, Rewriter, Answerer, Judge):
         fields = [(n, str(f.annotation)) for n, f in {**sig.input_fields, **sig.output_fields}.items()]
         parts.append(f"{sig.__name__}|{sig.instructions}|{fields}")
@@ -119,7 +121,8 @@ class Artifact:
         """Why this artifact does not fit the current configuration ([] = it fits)."""
         m, out = self.manifest, []
         if m.get("signatures") != (signatures or signature_fingerprint()):
-            out.append("it was compiled for other signatures (the signature code changed since)")
+            out.append("it was compiled for other signatures or another prompt layout (the signature or adapter code "
+                       "changed since)")
         if dspy_minor(m.get("dspy_version", "0.0")) != dspy_minor():
             out.append(f"it was compiled with DSPy {m.get('dspy_version')}, this is DSPy {dspy_version()}")
         compiled = m.get("models", {})

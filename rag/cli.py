@@ -628,7 +628,10 @@ def compile_cmd(
     max_examples: Optional[str] = typer.Option(None, help="At most N (or TRAIN,DEV,TEST) examples per split and "
                                                           "role; the same caps give every optimizer the same examples."),
     max_demos: int = typer.Option(2, help="At most N demos per predictor (0: instructions only). Each grader or "
-                                          "answerer demo adds a whole context to every call of that role."),
+                                          "answerer demo adds its passages to every call of that role."),
+    demo_passage_chars: int = typer.Option(400, help="Train examples (the source of demos) show each passage cut "
+                                                     "to N characters, so a demo costs few prompt tokens; 0: as the "
+                                                     "agent shows them."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (LM calls, tokens, cost) and spend nothing."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo roles an earlier run finished (cached LM calls stay free)."),
     out: Optional[str] = typer.Option(None, help="Artifact name (default <optimizer>-<timestamp>)."),
@@ -664,7 +667,8 @@ def compile_cmd(
         configure_dspy(settings)
     result = compile_program(settings, golden=golden, optimizer=optimizer, roles=parse_roles(roles), budget=budget,
                              dry_run=dry_run, out=out, labels=labels, show_progress=not quiet, effort=effort,
-                             max_examples=parse_max_examples(max_examples), fresh=fresh, max_demos=max_demos)
+                             max_examples=parse_max_examples(max_examples), fresh=fresh, max_demos=max_demos,
+                             demo_passage_chars=demo_passage_chars or None)
     if result.artifact is None:  # a dry run: the plan is the answer
         typer.echo(result.plan.render())
         return

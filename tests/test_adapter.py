@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 from dspy.utils import DummyLM
 
-from rag.adapter import PREAMBLE, SieveAdapter
+from rag.adapter import DEMOS_HEADER, PREAMBLE, SieveAdapter
 from rag.lm.local import bound_schema, cut_fields
 from signatures import Answerer, Grader, Judge
 
@@ -40,6 +40,31 @@ def test_grader_answerer_and_judge_prompts_share_the_passages_as_a_prefix():
     judge = prompt(Judge, question="What does with do?", reference_answer="r", candidate_answer="c", context=CONTEXT)
     shared = PREAMBLE + "\n[[ ## context ## ]]\n" + CONTEXT
     assert grader.startswith(shared) and answerer.startswith(shared) and judge.startswith(shared)
+
+
+DEMO = {"question": "What is break?", "context": "[1] [break#000] break\n<<<\nbreak ends a loop.\n>>>",
+        "subject": "break", "relevant_chunk_ids": ["break#000"], "relevant": True, "reason": "it says so",
+        "cited_ids": ["break#000"], "answer": "It ends the loop [break#000]."}
+
+
+def test_demos_sit_after_the_passages_so_compiled_roles_still_share_them_as_a_prefix():
+    grader = SieveAdapter().format(Grader, demos=[DEMO], inputs={"question": "What does with do?", "context": CONTEXT})
+    answerer = SieveAdapter().format(Answerer, demos=[DEMO], inputs={"question": "What does with do?", "context": CONTEXT})
+    assert [m["role"] for m in grader] == ["system", "user"]  # no demo turns ahead of the passages
+    for messages in (grader, answerer):
+        user = messages[-1]["content"]
+        assert user.startswith("[[ ## context ## ]]\n" + CONTEXT + "\n\n" + DEMOS_HEADER)
+        # the demo, then the real question, then the task: the question the model answers is the last one shown
+        assert user.index("What is break?") < user.rindex("[[ ## question ## ]]\nWhat does with do?")
+        assert user.rindex("What does with do?") < user.index("Reply with a JSON object")
+    demo_reply = '{"subject": "break", "relevant_chunk_ids": ["break#000"], "relevant": true, "reason": "it says so"}'
+    assert demo_reply in grader[-1]["content"]  # on one line, as the model writes it
+
+
+def test_a_demo_without_every_output_is_marked_not_given():
+    partial = {k: v for k, v in DEMO.items() if k != "subject"}
+    user = SieveAdapter().format(Grader, demos=[partial], inputs={"question": "q?", "context": CONTEXT})[-1]["content"]
+    assert '"subject": "(not given)"' in user
 
 
 def test_replies_parse_as_typed_fields():

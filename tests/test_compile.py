@@ -377,6 +377,24 @@ def test_role_examples_show_passages_cut_as_the_agent_cuts_them(setup):
         assert len(short) < len(long) and short.splitlines()[0] == long.splitlines()[0]  # same passages, cut
 
 
+def test_demo_sources_show_passages_cut_to_demo_chars_and_scored_splits_do_not(setup):
+    from optimize.tasks import build_tasks
+    from rag.golden import load_golden
+    from rag.retrieve import Retriever
+
+    settings, golden, _ = setup
+    items, retriever = load_golden(golden), Retriever.from_settings(settings)
+    whole = build_tasks(["grader", "answerer"], items, retriever, settings)
+    demo = build_tasks(["grader", "answerer"], items, retriever, settings, demo_chars=30)
+    for role in ("grader", "answerer"):
+        assert [e.context for e in demo[role].dev + demo[role].test] == [e.context for e in whole[role].dev + whole[role].test]
+        long, short = whole[role].train[0].context, demo[role].train[0].context
+        assert len(short) < len(long) and short.splitlines()[0] == long.splitlines()[0]
+        assert all(len(body) <= 30 for body in short.split("<<<\n")[1:] for body in [body.split("\n>>>")[0]])
+    with pytest.raises(ConfigError, match="--demo-passage-chars must be 1 or more"):
+        compile_program(settings, golden=golden, roles=["grader"], dry_run=True, lms={}, demo_passage_chars=0)
+
+
 def test_the_whole_agent_compiles_end_to_end(setup):
     settings, golden, lms = setup
     result = compile_program(settings, golden=golden, roles=["agent"], out="e2e", lms=lms, show_progress=False)
