@@ -166,7 +166,8 @@ def from_run(run: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="*", type=Path, help="JSONL written by grader_probe.py --records")
-    parser.add_argument("--run", type=Path, help="an eval run folder: the guard's overrules in its traces")
+    parser.add_argument("--run", type=Path, action="append", default=[],
+                        help="an eval run folder: the guard's overrules in its traces (repeatable)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if not args.records and not args.run:
@@ -181,8 +182,8 @@ def main() -> None:
         for (path, model, chars), recs in groups.items():
             lines += [f"### {model}, {'whole passages' if chars is None else f'first {chars} characters of each passage'}"
                       f" (`{path}`)", "", *from_probe(recs), ""]
-    if args.run:
-        lines += ["", f"Overrules in `{args.run}`:", "", *from_run(args.run)]
+    for run in args.run:
+        lines += ["", f"Overrules in `{run}`:", "", *from_run(run)]
     emit(lines, args.out)
 
 
