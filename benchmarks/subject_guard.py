@@ -50,9 +50,9 @@ def exact_missing_terms(subject: str, hits: Sequence) -> list[str]:
     return out
 
 
-def anywhere_missing_terms(subject: str, hits: Sequence) -> list[str]:
-    """The guard until 2026-12-02 (commit 0f8a332): a word, or its stem, may appear anywhere, inside another
-    word too ("lock" in "block")."""
+def _missing_before_calls(subject: str, hits: Sequence, mentioned: Callable[[str, str], bool]) -> list[str]:
+    """The guard's word loop before a call was checked by its name (commit 2d04f3f), with ``mentioned(part, text)``
+    deciding whether a part, or its stem, is in the passages."""
     from rag.context import _stem
 
     text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
@@ -61,30 +61,23 @@ def anywhere_missing_terms(subject: str, hits: Sequence) -> list[str]:
         term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
         term = term.removesuffix("'s").removesuffix("\u2019s")
         parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
-        found = all(part in text or _stem(part) in text for part in parts)
+        found = all(mentioned(part, text) or mentioned(_stem(part), text) for part in parts)
         if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not found:
             out.append(term)
     return out
+
+
+def anywhere_missing_terms(subject: str, hits: Sequence) -> list[str]:
+    """The guard until 2026-12-02 (commit 0f8a332): a word, or its stem, may appear anywhere, inside another
+    word too ("lock" in "block")."""
+    return _missing_before_calls(subject, hits, lambda part, text: part in text)
 
 
 def word_start_missing_terms(subject: str, hits: Sequence) -> list[str]:
     """The guard until 2026-12-02 13:00 UTC (commit 2d04f3f): at the start of a word, where an underscore counts
     as part of the word ("init" not in "__init__"), and a call with arguments checked as written ("id(x")."""
-    from rag.context import _stem
-
-    def starts(part: str, text: str) -> bool:
-        return re.search(r"(?<![a-z0-9_])" + re.escape(part), text) is not None
-
-    text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
-    out = []
-    for word in subject.split():
-        term = word.strip("`'\"()[]{},:;?!").rstrip(".").removesuffix("()").lower()
-        term = term.removesuffix("'s").removesuffix("\u2019s")
-        parts = [p for p in re.split(r"[.]+", term) if sum(c.isalpha() for c in p) >= 2] or [term]
-        found = all(starts(part, text) or starts(_stem(part), text) for part in parts)
-        if sum(c.isalpha() for c in term) >= 2 and term not in _FILLER and term not in out and not found:
-            out.append(term)
-    return out
+    return _missing_before_calls(subject, hits,
+                                 lambda part, text: re.search(r"(?<![a-z0-9_])" + re.escape(part), text) is not None)
 
 
 VARIANTS: dict[str, Callable[[str, Sequence], list[str]]] = {
