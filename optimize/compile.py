@@ -226,8 +226,9 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     manifest = {
         "name": name, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "sieve_version": _sieve_version(), "models": models, "optimizer": optimizer,
-        "optimizer_settings": {"max_demos": max_demos, "demo_passage_chars": demo_passage_chars, "budget": budget, "effort": effort, "max_examples": max_examples,
-                               "roles": list(tasks), "proposer": proposer},
+        "optimizer_settings": {"max_demos": max_demos, "demo_passage_chars": demo_passage_chars, "budget": budget,
+                               "effort": effort, "max_examples": max_examples, "roles": list(tasks),
+                               "proposer": proposer},
         "golden": {"path": str(golden), "hash": golden_hash, "sizes": the_plan.sizes},
         "index_fingerprint": retriever.index.fingerprint, "scores": scores,
         "spend": _total_spend(spend, planned=sum(the_plan.calls.values())),

@@ -79,9 +79,11 @@ class SieveAdapter(dspy.JSONAdapter):
 
     def format(self, signature: type[dspy.Signature], demos: list[dict[str, Any]],
                inputs: dict[str, Any]) -> list[dict[str, Any]]:
+        if not demos or self._get_history_field_name(signature):
+            return super().format(signature, demos, inputs)
         messages = super().format(signature, [], inputs)
-        if not demos or self._get_history_field_name(signature) or not isinstance(messages[-1]["content"], str):
-            return super().format(signature, demos, inputs)  # DSPy's demo turns (a history, or images, in play)
+        if not isinstance(messages[-1]["content"], str):  # images or other content blocks: DSPy's demo turns
+            return super().format(signature, demos, inputs)
         messages[-1]["content"] = self.format_user_message_content(signature, inputs, main_request=True, demos=demos)
         return messages
 
@@ -91,8 +93,7 @@ class SieveAdapter(dspy.JSONAdapter):
     def format_user_message_content(self, signature: type[dspy.Signature], inputs: dict[str, Any], prefix: str = "",
                                     suffix: str = "", main_request: bool = False,
                                     demos: list[dict[str, Any]] | None = None) -> str:
-        leading = [name for name in signature.input_fields if name in LEADING_INPUTS]
-        rest = [name for name in signature.input_fields if name not in LEADING_INPUTS]
+        leading, rest = _input_order(signature)
         parts = [prefix, *self._fields(signature, inputs, leading)]
         if demos:
             parts.append(self.format_demo_block(signature, demos))
@@ -101,9 +102,8 @@ class SieveAdapter(dspy.JSONAdapter):
 
     def format_demo_block(self, signature: type[dspy.Signature], demos: list[dict[str, Any]]) -> str:
         """Each demo's inputs in prompt order, then its reply as the JSON object the model is asked for."""
-        blocks = [DEMOS_HEADER]
+        blocks, names = [DEMOS_HEADER], [name for group in _input_order(signature) for name in group]
         for n, demo in enumerate(demos, 1):
-            names = sorted(signature.input_fields, key=lambda name: name not in LEADING_INPUTS)
             inputs = "\n\n".join(self._fields(signature, demo, names))
             reply = self.format_assistant_message_content(signature, demo, missing_field_message="(not given)")
             with contextlib.suppress(ValueError):  # one line, as the model writes it: an indented demo costs tokens
@@ -115,6 +115,12 @@ class SieveAdapter(dspy.JSONAdapter):
     def _fields(signature: type[dspy.Signature], values: dict[str, Any], names: list[str]) -> list[str]:
         return [f"[[ ## {name} ## ]]\n{format_field_value(field_info=signature.input_fields[name], value=values[name])}"
                 for name in names if name in values]
+
+
+def _input_order(signature: type[dspy.Signature]) -> tuple[list[str], list[str]]:
+    """(leading inputs, the rest), each in the signature's order: long inputs first, the shared prefix."""
+    leading = [name for name in signature.input_fields if name in LEADING_INPUTS]
+    return leading, [name for name in signature.input_fields if name not in LEADING_INPUTS]
 
 
 def task_text(signature: type[dspy.Signature]) -> str:
