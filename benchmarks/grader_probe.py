@@ -1,6 +1,7 @@
 """The grader alone, per embedded model, on one split of the golden set: its decisions, speed and parse health.
 
 Run: python benchmarks/grader_probe.py [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b] [--split dev] [--k 4]
+                                       [--demos qwen1.5b-bootstrap --demo-position after,before]
                                        [--out benchmarks/results/grader_probe.md]
 
 For each item: hybrid retrieval (top k, the built-in index), one grader call through Sieve's adapter and
@@ -9,6 +10,10 @@ the definition ``rag eval`` uses). The table puts the models side by side: set-l
 / accuracy, the share of unanswerable items graded not relevant, ids named that were not shown, notes
 (fields cut at their bound, unparsable output), and grader latency and tokens. Use dev or train to choose a
 model or a prompt; the test split is for reporting.
+
+``--demos NAME`` gives the grader the compiled demos of ``artifacts/NAME`` (its ``grade`` predictor's), and
+``--demo-position`` puts them after the passages (Sieve's layout) or before them (``SieveAdapter(demo_position=)``);
+the table then counts calls whose subject is a demo's subject on a question that does not mention it (copies).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import dspy  # noqa: E402
 
-from rag.adapter import shown_ids  # noqa: E402
+from rag.adapter import DEMO_POSITIONS, SieveAdapter, shown_ids  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.context import format_context, split_citations  # noqa: E402
 from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
@@ -55,11 +60,28 @@ def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int 
             "tokens_out": stats.tokens_out, "notes": list(stats.notes)}
 
 
+def load_demos(artifact: str) -> list[dict]:
+    path = ROOT / "artifacts" / artifact / "program.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist; name a folder under artifacts/ (rag artifacts lists them)")
+    demos = (json.loads(path.read_text()).get("grade") or {}).get("demos") or []
+    if not demos:
+        raise SystemExit(f"{path} holds no grader demos")
+    return demos
+
+
 def probe(model: str, items, retriever, k: int, records: Path | None = None, passage_chars: int | None = None,
-          id_choices: bool = True) -> dict:
+          id_choices: bool = True, demos: str | None = None, demo_position: str = "after") -> dict:
     settings = load_settings({"embedded_model": model, "cache": False})
     lm = build_lm("embedded", settings)
     grade = dspy.Predict(Grader)
+    demo_subjects: set[str] = set()
+    if demos:
+        grade.demos = [dspy.Example(**d) for d in load_demos(demos)]
+        demo_subjects = {str(d.get("subject", "")).strip().lower() for d in grade.demos if d.get("subject")}
+    label = model + ("" if id_choices else " (free ids)") + (f", demos of {demos} {demo_position} the passages"
+                                                            if demos else "")
+    copies = 0
     tp = fp = fn = tn = 0
     unanswerable_rejected = unanswerable = bad_ids = notes = 0
     latencies, tokens_in, tokens_out, rows = [], [], [], []
@@ -68,10 +90,19 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
         for line in records.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             if (rec["model"] == model and rec.get("passage_chars") == passage_chars
-                    and rec.get("id_choices", False) == id_choices):  # records before the setting: free ids
+                    and rec.get("id_choices", False) == id_choices  # records before the setting: free ids
+                    and rec.get("demos") == demos and rec.get("demo_position", "after") == demo_position):
                 done[rec["id"]] = rec
     for i, it in enumerate(items, 1):
-        rec = done.get(it.id) or _grade_one(model, it, retriever, grade, lm, k, passage_chars, id_choices)
+        if it.id in done:
+            rec = done[it.id]
+        else:
+            with dspy.context(adapter=SieveAdapter(demo_position=demo_position)):
+                rec = _grade_one(model, it, retriever, grade, lm, k, passage_chars, id_choices)
+            rec.update(demos=demos, demo_position=demo_position)
+        copied = rec["subject"].strip().lower() in demo_subjects and not any(
+            sub in it.question.lower() for sub in demo_subjects)
+        copies += copied
         if records and it.id not in done:
             with records.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -89,10 +120,10 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
             unanswerable += 1
             unanswerable_rejected += not said
         rows.append((it.id, it.type, positive, said, rec["reason"][:90]))
-        print(f"[{model}{'' if id_choices else ', free ids'}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {rec['latency_s']:.1f}s "
+        print(f"[{label}] {i}/{len(items)} {it.id} gold-shown={positive} said={said} {rec['latency_s']:.1f}s "
               f"subject={rec['subject']!r} reason={rec['reason'][:70]!r}", file=sys.stderr, flush=True)
     n = len(items)
-    return {"model": model + ("" if id_choices else " (free ids)"), "n": n, "precision": tp / (tp + fp) if tp + fp else float("nan"),
+    return {"model": label, "n": n, "copies": copies if demos else None, "precision": tp / (tp + fp) if tp + fp else float("nan"),
             "recall": tp / (tp + fn) if tp + fn else float("nan"), "accuracy": (tp + tn) / n,
             "positives": tp + fn, "unanswerable_rejected": f"{unanswerable_rejected}/{unanswerable}",
             "bad_ids": bad_ids, "notes": notes, "p50_s": statistics.median(latencies),
@@ -112,7 +143,13 @@ def main() -> None:
                         help="show the grader only the first N characters of each passage (a latency lever)")
     parser.add_argument("--id-choices", default="on", help="on, off or on,off: the grader may name only the shown "
                         "ids (the default, setting id_choices) or any string; on,off probes both, one after the other")
+    parser.add_argument("--demos", help="give the grader the compiled demos of artifacts/NAME")
+    parser.add_argument("--demo-position", default="after",
+                        help=f"with --demos: {', '.join(DEMO_POSITIONS)} the passages, or both comma-separated")
     args = parser.parse_args()
+    positions = args.demo_position.split(",")
+    if not set(positions) <= set(DEMO_POSITIONS):
+        parser.error(f"--demo-position {args.demo_position!r}: use {', '.join(DEMO_POSITIONS)} or both")
     settings = load_settings({"cache": False})
     configure_dspy(settings)
     retriever = Retriever.from_settings(settings)
@@ -120,17 +157,18 @@ def main() -> None:
     if not set(args.id_choices.split(",")) <= {"on", "off"}:
         parser.error(f"--id-choices {args.id_choices!r}: use on, off or on,off")
     choices = [{"on": True, "off": False}[v] for v in args.id_choices.split(",")]
-    results = [probe(m, items, retriever, args.k, args.records, args.passage_chars, c)
-               for m in args.models.split(",") for c in choices]
+    results = [probe(m, items, retriever, args.k, args.records, args.passage_chars, c, args.demos, pos)
+               for m in args.models.split(",") for c in choices for pos in (positions if args.demos else ["after"])]
     base = results[0]["p50_s"]
     lines = [f"Grader alone on the `{args.split}` split (n = {len(items)}), hybrid top {args.k}, built-in index, "
              f"cache off (`python benchmarks/grader_probe.py --split {args.split}`)", "",
              "| model | precision | recall | accuracy | unanswerable graded not relevant | ids not shown | "
-             "calls with notes | p50 s | tokens in / out | p50 ratio |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+             "calls with notes | demo subject copied | p50 s | tokens in / out | p50 ratio |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for r in results:
         lines.append(f"| {r['model']} | {r['precision']:.2f} | {r['recall']:.2f} | {r['accuracy']:.2f} | "
-                     f"{r['unanswerable_rejected']} | {r['bad_ids']} | {r['notes']} | {r['p50_s']:.1f} | "
+                     f"{r['unanswerable_rejected']} | {r['bad_ids']} | {r['notes']} | "
+                     f"{'-' if r['copies'] is None else r['copies']} | {r['p50_s']:.1f} | "
                      f"{r['tokens_in']:.0f} / {r['tokens_out']:.0f} | {r['p50_s'] / base:.2f} |")
     lines += ["", f"Positives (a gold chunk in the top {args.k}): {results[0]['positives']} of {len(items)}.", ""]
     for r in results:

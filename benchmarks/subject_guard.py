@@ -166,15 +166,17 @@ def main() -> None:
     if not args.records and not args.run:
         parser.error("give probe records, or --run RUN_DIR")
     lines = []
-    if args.records:  # one table per records file and grader setting (model, passage length) in it
+    if args.records:  # one table per records file and grader setting (model, passage length, demos) in it
         groups: dict[tuple, list[dict]] = {}
         for p in args.records:
             for line in p.read_text(encoding="utf-8").splitlines():
                 rec = json.loads(line)
-                groups.setdefault((p, rec["model"], rec.get("passage_chars")), []).append(rec)
-        for (path, model, chars), recs in groups.items():
-            lines += [f"### {model}, {'whole passages' if chars is None else f'first {chars} characters of each passage'}"
-                      f" (`{path}`)", "", *from_probe(recs), ""]
+                demos = (rec.get("demos"), rec.get("demo_position", "after") if rec.get("demos") else None)
+                groups.setdefault((p, rec["model"], rec.get("passage_chars"), demos), []).append(rec)
+        for (path, model, chars, (demos, position)), recs in groups.items():
+            shown = 'whole passages' if chars is None else f'first {chars} characters of each passage'
+            with_demos = f", the demos of {demos} {position} the passages" if demos else ""
+            lines += [f"### {model}, {shown}{with_demos} (`{path}`)", "", *from_probe(recs), ""]
     for run in args.run:
         lines += ["", f"Overrules in `{run}`:", "", *from_run(run)]
     emit(lines, args.out)

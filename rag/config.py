@@ -32,6 +32,7 @@ EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" reso
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
+DEMO_POSITIONS = ("after", "before")  # rag.adapter.SieveAdapter(demo_position=...)
 
 
 def sieve_home() -> Path:
@@ -88,6 +89,10 @@ class Settings:
     # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
     # is rejected without a grade call, as the subject guard would overrule it (rag.agent); false = grade every context
     subject_shortcut: bool = True
+    # where a compiled program's demos go in each prompt (rag.adapter): "after" the passages (the roles keep one
+    # shared prefix, so llama.cpp reads the passages once) or "before" them. On dev the 1.5B grader copied its
+    # demo's subject into 14 of 32 calls with "after" and 0 with "before" (README, Compiled prompts)
+    demo_position: str = "after"
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None
@@ -169,6 +174,9 @@ class Settings:
         if self.answer_context not in ANSWER_CONTEXTS:
             raise ConfigError(f"answer_context={self.answer_context!r} is not allowed; use one of: "
                               f"{', '.join(ANSWER_CONTEXTS)}")
+        if self.demo_position not in DEMO_POSITIONS:
+            raise ConfigError(f"demo_position={self.demo_position!r} is not allowed; use one of: "
+                              f"{', '.join(DEMO_POSITIONS)}")
         if self.max_rewrites < 0:
             raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
         if not 0 <= self.chunk_overlap < self.chunk_size:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dspy
+import pytest
 from dspy.utils import DummyLM
 
 from rag.adapter import DEMOS_HEADER, PREAMBLE, SieveAdapter
@@ -59,6 +60,18 @@ def test_demos_sit_after_the_passages_so_compiled_roles_still_share_them_as_a_pr
         assert user.rindex("What does with do?") < user.index("Reply with a JSON object")
     demo_reply = '{"subject": "break", "relevant_chunk_ids": ["break#000"], "relevant": true, "reason": "it says so"}'
     assert demo_reply in grader[-1]["content"]  # on one line, as the model writes it
+
+
+def test_demos_can_go_before_the_passages_for_a_probe_and_nowhere_else():
+    inputs = {"question": "What does with do?", "context": CONTEXT}
+    user = SieveAdapter(demo_position="before").format(Grader, demos=[DEMO], inputs=inputs)[-1]["content"]
+    assert user.startswith(DEMOS_HEADER)
+    assert user.index("--- End of examples ---") < user.index("[[ ## context ## ]]\n" + CONTEXT)
+    assert user.count(DEMOS_HEADER) == 1  # moved, not repeated
+    plain = SieveAdapter(demo_position="before").format(Grader, demos=[], inputs=inputs)
+    assert plain == SieveAdapter().format(Grader, demos=[], inputs=inputs)  # without demos nothing moves
+    with pytest.raises(ValueError, match="allowed: after, before"):
+        SieveAdapter(demo_position="middle")
 
 
 def test_a_demo_without_every_output_is_marked_not_given():

@@ -90,3 +90,15 @@ def test_lms_save_and_load_without_secrets(no_key, monkeypatch):
     state = hosted.dump_state()
     assert "gsk_secret_value" not in str(state) and state["engine"]["state"]["max_retries"] == 2
     assert BaseLM.load_state(state, allow_custom_lm_class=True).engine.retry.max_retries == 2
+
+
+def test_the_demo_position_setting_reaches_the_adapter_and_is_checked(tmp_path):
+    from rag.adapter import SieveAdapter
+    from rag.lm.roles import configure_dspy
+
+    configure_dspy(Settings(cache=False, cache_dir=tmp_path, demo_position="before"))  # as test_agent_e2e does
+    assert isinstance(dspy.settings.adapter, SieveAdapter) and dspy.settings.adapter.demo_position == "before"
+    configure_dspy(Settings(cache=False, cache_dir=tmp_path))
+    assert dspy.settings.adapter.demo_position == "after"  # the default keeps the roles' shared prefix
+    with pytest.raises(ConfigError, match="demo_position='middle' is not allowed; use one of: after, before"):
+        Settings(demo_position="middle").validate()

@@ -129,4 +129,4 @@ def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
     if adapter:
         from rag.adapter import SieveAdapter
 
-        dspy.configure(adapter=SieveAdapter())
+        dspy.configure(adapter=SieveAdapter(demo_position=settings.demo_position))
