@@ -64,10 +64,11 @@ def main() -> None:
     parser.add_argument("--no-reflection", action="store_true", help="baseline: retrieve then answer")
     parser.add_argument("--extra-bufts", default="auto", help="llama_extra_bufts values to compare, e.g. on,off")
     parser.add_argument("--compare", help="a setting and the values to compare, e.g. id_choices=true,false")
+    parser.add_argument("--artifact", help="run a compiled program (artifacts/NAME), as rag ask --artifact")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     items = [it for it in load_golden(args.golden) if it.split == "test" and it.type == "answerable"][: args.n]
-    flags = ["--no-reflection"] if args.no_reflection else []
+    flags = (["--no-reflection"] if args.no_reflection else []) + (["--artifact", args.artifact] if args.artifact else [])
     key, _, values = (args.compare or "").partition("=")
     if args.compare and not (key and values):
         parser.error(f"--compare {args.compare!r}: give a setting and its values, e.g. id_choices=true,false")
