@@ -22,10 +22,25 @@ from benchmarks.tables import emit  # noqa: E402
 from rag.runs import read_records  # noqa: E402
 
 
-def demo_subjects(artifact: Path) -> set[str]:
-    program = json.loads((artifact / "program.json").read_text())
-    demos = (program.get("grade") or {}).get("demos") or []
+def grade_demos(artifact: str) -> list[dict]:
+    """The compiled grader's demos in ``artifacts/<artifact>/program.json`` (its ``grade`` predictor's)."""
+    path = ROOT / "artifacts" / artifact / "program.json"
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist; name a folder under artifacts/ (rag artifacts lists them)")
+    demos = (json.loads(path.read_text()).get("grade") or {}).get("demos") or []
+    if not demos:
+        raise SystemExit(f"{path} holds no grader demos")
+    return demos
+
+
+def demo_subjects(demos: list[dict]) -> set[str]:
     return {str(d.get("subject", "")).strip().lower() for d in demos if d.get("subject")}
+
+
+def copies_demo(subject: str | None, question: str, subjects: set[str]) -> bool:
+    """The grader named a demo's subject on a question that mentions none of them."""
+    question = question.lower()
+    return (subject or "").strip().lower() in subjects and not any(sub in question for sub in subjects)
 
 
 def leak_row(run: Path, subjects: set[str]) -> list[str]:
@@ -34,9 +49,7 @@ def leak_row(run: Path, subjects: set[str]) -> list[str]:
     for rec in read_records(run):
         pred = rec.get("prediction") or {}
         steps = [s for s in (pred.get("trace") or {}).get("steps", []) if s.get("node") == "grade" and s.get("tokens_in")]
-        question = rec["question"].lower()
-        leaked = [s for s in steps if (s.get("subject") or "").strip().lower() in subjects
-                  and not any(sub in question for sub in subjects)]
+        leaked = [s for s in steps if copies_demo(s.get("subject"), rec["question"], subjects)]
         calls, copied = calls + len(steps), copied + len(leaked)
         kind = items["unanswerable" if rec.get("should_refuse") else "answerable"]
         kind[0] += 1
@@ -53,7 +66,7 @@ def main() -> None:
     parser.add_argument("--artifact", default="qwen1.5b-bootstrap", help="a folder name under artifacts/")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    subjects = demo_subjects(ROOT / "artifacts" / args.artifact)
+    subjects = demo_subjects(grade_demos(args.artifact))
     if not subjects:
         raise SystemExit(f"artifacts/{args.artifact}/program.json has no grader demo with a subject")
     lines = [f"Grader demo subjects of `artifacts/{args.artifact}`: {', '.join(sorted(subjects))} "

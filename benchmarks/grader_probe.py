@@ -37,6 +37,7 @@ from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
 from rag.lm.roles import build_lm, configure_dspy  # noqa: E402
 from rag.metering import metered_call  # noqa: E402
 from rag.retrieve import Retriever  # noqa: E402
+from benchmarks.demo_leak import copies_demo, demo_subjects, grade_demos  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 from signatures import Grader  # noqa: E402
 
@@ -60,25 +61,15 @@ def _grade_one(model: str, it, retriever, grade, lm, k: int, passage_chars: int 
             "tokens_out": stats.tokens_out, "notes": list(stats.notes)}
 
 
-def load_demos(artifact: str) -> list[dict]:
-    path = ROOT / "artifacts" / artifact / "program.json"
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist; name a folder under artifacts/ (rag artifacts lists them)")
-    demos = (json.loads(path.read_text()).get("grade") or {}).get("demos") or []
-    if not demos:
-        raise SystemExit(f"{path} holds no grader demos")
-    return demos
-
-
 def probe(model: str, items, retriever, k: int, records: Path | None = None, passage_chars: int | None = None,
           id_choices: bool = True, demos: str | None = None, demo_position: str = "after") -> dict:
     settings = load_settings({"embedded_model": model, "cache": False})
     lm = build_lm("embedded", settings)
     grade = dspy.Predict(Grader)
-    demo_subjects: set[str] = set()
+    subjects: set[str] = set()
     if demos:
-        grade.demos = [dspy.Example(**d) for d in load_demos(demos)]
-        demo_subjects = {str(d.get("subject", "")).strip().lower() for d in grade.demos if d.get("subject")}
+        raw = grade_demos(demos)
+        grade.demos, subjects = [dspy.Example(**d) for d in raw], demo_subjects(raw)
     label = model + ("" if id_choices else " (free ids)") + (f", demos of {demos} {demo_position} the passages"
                                                             if demos else "")
     copies = 0
@@ -100,9 +91,7 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
             with dspy.context(adapter=SieveAdapter(demo_position=demo_position)):
                 rec = _grade_one(model, it, retriever, grade, lm, k, passage_chars, id_choices)
             rec.update(demos=demos, demo_position=demo_position)
-        copied = rec["subject"].strip().lower() in demo_subjects and not any(
-            sub in it.question.lower() for sub in demo_subjects)
-        copies += copied
+        copies += copies_demo(rec["subject"], it.question, subjects)
         if records and it.id not in done:
             with records.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
