@@ -18,7 +18,10 @@ tokens cost about 1.5 s, so Sieve lays a call out as:
   call of a compiled program would read its passages again (README, Compiled prompts: 1.8x the time).
   The cost of that position: the 1.5B copies a demo that sits right before the question (its grader named the
   demo's subject in 14 of 32 dev calls), so ``demo_position="before"`` (the setting) puts the demos ahead of the
-  passages instead, where it did not (0 of 32), and gives up the shared prefix.
+  passages instead, where it did not (0 of 32), and gives up the shared prefix. ``demo_position="shared"`` puts
+  one block ahead of the passages that holds every role's demos (``program_demos``, which the agent opens around
+  each call): the same text in every role's prompt, so the roles share it and the passages as a prefix again,
+  and llama.cpp keeps the block's KV cache from one question to the next.
 - Outputs stay one JSON object whose keys follow the signature's order; the engines constrain decoding
   to its schema, and parsing is JSONAdapter's. A ``max_length`` on an output field (``dspy.OutputField(
   max_length=60)``) reaches the schema as ``maxLength``, so a short reason costs few output tokens
@@ -51,7 +54,12 @@ LEADING_INPUTS = ("context",)  # long inputs first: the shared prefix across rol
 PROMPT_LAYOUT = 2  # 2: demos after the passages (rag.artifacts keys artifacts to it); 1: DSPy's demo turns
 DEMOS_HEADER = "Solved examples of this task, for other questions and other passages (never a source for your reply):"
 ID_SUFFIX = "_ids"  # list[str] outputs with this suffix name passages: constrained to the shown ids
+SHARED_DEMOS_HEADER = ("Solved examples of this agent's tasks, for other questions and other passages (never a source "
+                       "for your reply); the task to do now is stated at the end:")
 _SHOWN: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("sieve_shown_ids", default=None)
+RoleDemos = tuple[str, type[dspy.Signature], tuple[dict[str, Any], ...]]  # (role, its signature, its demos)
+_PROGRAM: contextvars.ContextVar[tuple[RoleDemos, ...] | None] = contextvars.ContextVar("sieve_program_demos",
+                                                                                        default=None)
 
 
 @contextlib.contextmanager
@@ -64,12 +72,25 @@ def shown_ids(ids: Iterable[str]) -> Iterator[None]:
         _SHOWN.reset(token)
 
 
+@contextlib.contextmanager
+def program_demos(program: dspy.Module) -> Iterator[None]:
+    """Within the block, ``demo_position="shared"`` shows every predictor's demos of ``program`` in each call."""
+    roles = tuple((name, pred.signature, tuple(_as_dict(d) for d in pred.demos))
+                  for name, pred in program.named_predictors())
+    token = _PROGRAM.set(roles if any(demos for _, _, demos in roles) else None)
+    try:
+        yield
+    finally:
+        _PROGRAM.reset(token)
+
+
 class SieveAdapter(dspy.JSONAdapter):
     """Constant system message; data first, then the task and the output keys (see the module docstring).
 
     ``demo_position`` (the setting of that name): where compiled demos go in the user message: ``"after"`` the
-    leading inputs (the passages; the roles keep their shared prefix) or ``"before"`` them, where a small model
-    does not copy them into its reply (``benchmarks/grader_probe.py --demo-position``)."""
+    leading inputs (the passages; the roles keep their shared prefix), ``"before"`` them, where a small model
+    does not copy them into its reply (``benchmarks/grader_probe.py --demo-position``), or ``"shared"``: one block
+    of all roles' demos before them (inside ``program_demos``; elsewhere as ``"before"``)."""
 
     def __init__(self, *args: Any, demo_position: str = "after", **kwargs: Any):
         if demo_position not in DEMO_POSITIONS:
@@ -94,7 +115,7 @@ class SieveAdapter(dspy.JSONAdapter):
 
     def format(self, signature: type[dspy.Signature], demos: list[dict[str, Any]],
                inputs: dict[str, Any]) -> list[dict[str, Any]]:
-        if not demos or self._get_history_field_name(signature):
+        if not (demos or self._shared()) or self._get_history_field_name(signature):
             return super().format(signature, demos, inputs)
         messages = super().format(signature, [], inputs)
         if not isinstance(messages[-1]["content"], str):  # images or other content blocks: DSPy's demo turns
@@ -109,27 +130,45 @@ class SieveAdapter(dspy.JSONAdapter):
                                     suffix: str = "", main_request: bool = False,
                                     demos: list[dict[str, Any]] | None = None) -> str:
         leading, rest = _input_order(signature)
-        block = [self.format_demo_block(signature, demos)] if demos else []
-        before = block if self.demo_position == "before" else []
-        parts = [prefix, *before, *self._fields(signature, inputs, leading), *(block if not before else [])]
+        shared = self._shared() if main_request else None
+        block = self.format_shared_block(shared) if shared else self.format_demo_block(signature, demos) if demos else ""
+        ahead = self.demo_position != "after"
+        parts = [prefix, block if ahead else "", *self._fields(signature, inputs, leading), "" if ahead else block]
         parts += [*self._fields(signature, inputs, rest), task_text(signature) if main_request else "", suffix]
         return "\n\n".join(part for part in parts if part).strip()
 
+    def _shared(self) -> tuple[RoleDemos, ...] | None:
+        return _PROGRAM.get() if self.demo_position == "shared" else None
+
     def format_demo_block(self, signature: type[dspy.Signature], demos: list[dict[str, Any]]) -> str:
-        """Each demo's inputs in prompt order, then its reply as the JSON object the model is asked for."""
-        blocks, names = [DEMOS_HEADER], [name for group in _input_order(signature) for name in group]
-        for n, demo in enumerate(demos, 1):
-            inputs = "\n\n".join(self._fields(signature, demo, names))
-            reply = self.format_assistant_message_content(signature, demo, missing_field_message="(not given)")
-            with contextlib.suppress(ValueError):  # one line, as the model writes it: an indented demo costs tokens
-                reply = json.dumps(json.loads(reply), ensure_ascii=False)
-            blocks.append(f"--- Example {n} ---\n{inputs}\n\nReply:\n{reply}")
-        return "\n\n".join(blocks) + "\n\n--- End of examples ---"
+        """One role's demos, numbered."""
+        blocks = [f"--- Example {n} ---\n{self._demo_text(signature, demo)}" for n, demo in enumerate(demos, 1)]
+        return "\n\n".join([DEMOS_HEADER, *blocks, "--- End of examples ---"])
+
+    def format_shared_block(self, roles: Iterable[RoleDemos]) -> str:
+        """Every role's demos, each headed by its role, in the program's order: the same text in every prompt."""
+        demos = [(role, signature, demo) for role, signature, role_demos in roles for demo in role_demos]
+        blocks = [f"--- Example {n}, task {role} ---\n{self._demo_text(signature, demo)}"
+                  for n, (role, signature, demo) in enumerate(demos, 1)]
+        return "\n\n".join([SHARED_DEMOS_HEADER, *blocks, "--- End of examples ---"])
+
+    def _demo_text(self, signature: type[dspy.Signature], demo: dict[str, Any]) -> str:
+        """A demo's inputs in prompt order, then its reply as the JSON object the model is asked for."""
+        names = [name for group in _input_order(signature) for name in group]
+        inputs = "\n\n".join(self._fields(signature, demo, names))
+        reply = self.format_assistant_message_content(signature, demo, missing_field_message="(not given)")
+        with contextlib.suppress(ValueError):  # one line, as the model writes it: an indented demo costs tokens
+            reply = json.dumps(json.loads(reply), ensure_ascii=False)
+        return f"{inputs}\n\nReply:\n{reply}"
 
     @staticmethod
     def _fields(signature: type[dspy.Signature], values: dict[str, Any], names: list[str]) -> list[str]:
         return [f"[[ ## {name} ## ]]\n{format_field_value(field_info=signature.input_fields[name], value=values[name])}"
                 for name in names if name in values]
+
+
+def _as_dict(demo: Any) -> dict[str, Any]:
+    return demo.toDict() if hasattr(demo, "toDict") else dict(demo)
 
 
 def _input_order(signature: type[dspy.Signature]) -> tuple[list[str], list[str]]:

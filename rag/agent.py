@@ -26,7 +26,7 @@ from typing import Any
 
 import dspy
 
-from rag.adapter import shown_ids
+from rag.adapter import program_demos, shown_ids
 from rag.config import ANSWER_CONTEXTS
 from rag.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
 from rag.errors import InputError
@@ -165,7 +165,7 @@ class Sieve(dspy.Module):
                                closest=[_source(h) for h in hits], trace=trace, invalid_citations=[])
 
     def _call(self, role: str, predictor: dspy.Module, ids: list[str], **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
-        with shown_ids(ids if self.id_choices else ()):
+        with shown_ids(ids if self.id_choices else ()), program_demos(self):  # program_demos: demo_position="shared"
             return metered_call(predictor, self.lms.get(role), **inputs)
 
 

@@ -32,7 +32,7 @@ EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" reso
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
-DEMO_POSITIONS = ("after", "before")  # rag.adapter.SieveAdapter(demo_position=...)
+DEMO_POSITIONS = ("after", "before", "shared")  # rag.adapter.SieveAdapter(demo_position=...)
 
 
 def sieve_home() -> Path:
@@ -91,7 +91,8 @@ class Settings:
     subject_shortcut: bool = True
     # where a compiled program's demos go in each prompt (rag.adapter): "after" the passages (the roles keep one
     # shared prefix, so llama.cpp reads the passages once) or "before" them. On dev the 1.5B grader copied its
-    # demo's subject into 14 of 32 calls with "after" and 0 with "before" (README, Compiled prompts)
+    # demo's subject into 14 of 32 calls with "after" and 0 with "before" (README, Compiled prompts); "shared": one
+    # block of every role's demos before the passages, the same in each prompt (the prefix stays shared)
     demo_position: str = "after"
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None

@@ -6,7 +6,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from rag.adapter import DEMOS_HEADER, PREAMBLE, SieveAdapter
+from rag.adapter import DEMOS_HEADER, PREAMBLE, SHARED_DEMOS_HEADER, SieveAdapter, program_demos
 from rag.lm.local import bound_schema, cut_fields
 from signatures import Answerer, Grader, Judge
 
@@ -70,8 +70,42 @@ def test_demos_can_go_before_the_passages_for_a_probe_and_nowhere_else():
     assert user.count(DEMOS_HEADER) == 1  # moved, not repeated
     plain = SieveAdapter(demo_position="before").format(Grader, demos=[], inputs=inputs)
     assert plain == SieveAdapter().format(Grader, demos=[], inputs=inputs)  # without demos nothing moves
-    with pytest.raises(ValueError, match="allowed: after, before"):
+    with pytest.raises(ValueError, match="allowed: after, before, shared"):
         SieveAdapter(demo_position="middle")
+
+
+class _Compiled(dspy.Module):
+    def __init__(self, demos=(DEMO,)):
+        super().__init__()
+        self.grade, self.respond = dspy.Predict(Grader), dspy.Predict(Answerer)
+        self.grade.demos = [dspy.Example(**d) for d in demos]
+        self.respond.demos = [dspy.Example(**d) for d in demos]
+
+
+def _prompt(messages):
+    return "\n".join(m["content"] for m in messages)
+
+
+def test_shared_demos_are_one_block_ahead_of_the_passages_and_the_same_in_every_role():
+    program, adapter = _Compiled(), SieveAdapter(demo_position="shared")
+    inputs = {"question": "What does with do?", "context": CONTEXT}
+    with program_demos(program):
+        grader = _prompt(adapter.format(Grader, demos=program.grade.demos, inputs=inputs))
+        answerer = _prompt(adapter.format(Answerer, demos=program.respond.demos, inputs=inputs))
+        judge = _prompt(adapter.format(Judge, demos=[], inputs={**inputs, "reference_answer": "r",
+                                                                 "candidate_answer": "c"}))
+    shared = grader[:grader.index(CONTEXT) + len(CONTEXT)]
+    assert shared.startswith(PREAMBLE + "\n" + SHARED_DEMOS_HEADER)
+    assert answerer.startswith(shared) and judge.startswith(shared)  # a role without demos of its own too
+    assert shared.index("--- Example 1, task grade ---") < shared.index("--- Example 2, task respond ---")
+    assert shared.index("--- End of examples ---") < shared.index("[[ ## context ## ]]\n" + CONTEXT)
+    assert grader.count("What is break?") == 2  # each role's demo once, not once per role that reads the block
+    # outside program_demos (a role step of rag compile, the judge alone) a role shows its own demos before
+    alone = adapter.format(Grader, demos=[DEMO], inputs=inputs)
+    assert alone == SieveAdapter(demo_position="before").format(Grader, demos=[DEMO], inputs=inputs)
+    with program_demos(_Compiled(demos=())):  # an uncompiled program: nothing moves
+        plain = adapter.format(Grader, demos=[], inputs=inputs)
+    assert plain == SieveAdapter().format(Grader, demos=[], inputs=inputs)
 
 
 def test_a_demo_without_every_output_is_marked_not_given():

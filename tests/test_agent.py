@@ -320,3 +320,36 @@ def test_a_bad_id_choices_value_names_the_setting_and_the_values_to_use():
     with pytest.raises(ConfigError, match=r"id_choices='maybe' is not a valid bool; use true or false"):
         load_settings({"id_choices": "maybe"})
     assert load_settings({"id_choices": "off"}).id_choices is False
+
+
+class PromptLM(DummyLM):
+    """DummyLM that keeps every prompt it was sent (in ``prompts``, shared with the copies metering makes)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prompts: list[str] = []
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        self.prompts.append("\n".join(m["content"] for m in messages))
+        return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+
+def test_shared_demos_reach_every_call_of_a_compiled_agent_as_one_prefix(retriever):
+    from rag.adapter import SHARED_DEMOS_HEADER, SieveAdapter
+
+    demo = {"question": "What is break?", "context": "[1] [break#000] break\n<<<\nbreak ends a loop.\n>>>",
+            "subject": "break", "relevant_chunk_ids": ["break#000"], "relevant": True, "reason": "it says so",
+            "cited_ids": ["break#000"], "answer": "It ends the loop [break#000]."}
+    adapter = SieveAdapter(demo_position="shared")
+    lm = PromptLM([{"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "says it"},
+                   {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."}], adapter=adapter)
+    dspy.configure(lm=lm, adapter=adapter)
+    agent = Sieve(retriever)
+    agent.grade.demos, agent.respond.demos = [dspy.Example(**demo)], [dspy.Example(**demo)]
+    pred = agent(question="What does the with statement do?")
+    assert nodes(pred) == ["retrieve", "grade", "answer"] and pred.citations == ["with#001"]
+    grade, answer = lm.prompts
+    block = grade[:grade.index("--- End of examples ---")]
+    assert SHARED_DEMOS_HEADER in block and "task grade" in block and "task respond" in block
+    question = grade.index("[[ ## question ## ]]", grade.index("--- End of examples ---"))
+    assert answer[:question] == grade[:question]  # the block, then the same passages: one shared prefix
