@@ -12,13 +12,15 @@ the definition ``rag eval`` uses). The table puts the models side by side: set-l
 model or a prompt; the test split is for reporting.
 
 ``--demos NAME`` gives the grader the compiled demos of ``artifacts/NAME`` (its ``grade`` predictor's), and
-``--demo-position`` puts them after the passages (Sieve's layout) or before them (``SieveAdapter(demo_position=)``);
+``--demo-position`` puts them after the passages (Sieve's layout), before them, or ``shared``: every role's demos
+of that program in one block before them, as the agent shows them with that setting (``SieveAdapter(demo_position=)``);
 the table then counts calls whose subject is a demo's subject on a question that does not mention it (copies).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -30,7 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 import dspy  # noqa: E402
 
-from rag.adapter import DEMO_POSITIONS, SieveAdapter, shown_ids  # noqa: E402
+from rag.adapter import DEMO_POSITIONS, SieveAdapter, program_demos, shown_ids  # noqa: E402
+from rag.agent import Sieve  # noqa: E402
+from rag.artifacts import apply, load  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.context import format_context, split_citations  # noqa: E402
 from rag.golden import gold_chunk_ids, load_golden  # noqa: E402
@@ -67,11 +71,16 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
     lm = build_lm("embedded", settings)
     grade = dspy.Predict(Grader)
     subjects: set[str] = set()
+    program = None  # with demo_position "shared": the compiled program whose every role's demos the grader is shown
     if demos:
         raw = grade_demos(demos)
         grade.demos, subjects = [dspy.Example(**d) for d in raw], demo_subjects(raw)
-    label = model + ("" if id_choices else " (free ids)") + (f", demos of {demos} {demo_position} the passages"
-                                                            if demos else "")
+        if demo_position == "shared":
+            program = Sieve(retriever)
+            apply(program, load(ROOT / "artifacts" / demos))
+            grade = program.grade
+    where = "every role's, in one block before" if demo_position == "shared" else demo_position
+    label = model + ("" if id_choices else " (free ids)") + (f", demos of {demos} {where} the passages" if demos else "")
     copies = 0
     tp = fp = fn = tn = 0
     unanswerable_rejected = unanswerable = bad_ids = notes = 0
@@ -88,7 +97,8 @@ def probe(model: str, items, retriever, k: int, records: Path | None = None, pas
         if it.id in done:
             rec = done[it.id]
         else:
-            with dspy.context(adapter=SieveAdapter(demo_position=demo_position)):
+            with (dspy.context(adapter=SieveAdapter(demo_position=demo_position)),
+                  program_demos(program) if program else contextlib.nullcontext()):
                 rec = _grade_one(model, it, retriever, grade, lm, k, passage_chars, id_choices)
             rec.update(demos=demos, demo_position=demo_position)
         copies += copies_demo(rec["subject"], it.question, subjects)
@@ -134,11 +144,11 @@ def main() -> None:
                         "ids (the default, setting id_choices) or any string; on,off probes both, one after the other")
     parser.add_argument("--demos", help="give the grader the compiled demos of artifacts/NAME")
     parser.add_argument("--demo-position", default="after",
-                        help=f"with --demos: {', '.join(DEMO_POSITIONS)} the passages, or both comma-separated")
+                        help=f"with --demos: {', '.join(DEMO_POSITIONS)} (the passages), or several comma-separated")
     args = parser.parse_args()
     positions = args.demo_position.split(",")
     if not set(positions) <= set(DEMO_POSITIONS):
-        parser.error(f"--demo-position {args.demo_position!r}: use {', '.join(DEMO_POSITIONS)} or both")
+        parser.error(f"--demo-position {args.demo_position!r}: use one or more of {', '.join(DEMO_POSITIONS)}")
     settings = load_settings({"cache": False})
     configure_dspy(settings)
     retriever = Retriever.from_settings(settings)
