@@ -175,7 +175,8 @@ def main() -> None:
                 groups.setdefault((p, rec["model"], rec.get("passage_chars"), demos), []).append(rec)
         for (path, model, chars, (demos, position)), recs in groups.items():
             shown = 'whole passages' if chars is None else f'first {chars} characters of each passage'
-            with_demos = f", the demos of {demos} {position} the passages" if demos else ""
+            where = "every role's, in one block before" if position == "shared" else position
+            with_demos = f", the demos of {demos} {where} the passages" if demos else ""
             lines += [f"### {model}, {shown}{with_demos} (`{path}`)", "", *from_probe(recs), ""]
     for run in args.run:
         lines += ["", f"Overrules in `{run}`:", "", *from_run(run)]
