@@ -143,8 +143,9 @@ def main() -> None:
     parser.add_argument("--id-choices", default="on", help="on, off or on,off: the grader may name only the shown "
                         "ids (the default, setting id_choices) or any string; on,off probes both, one after the other")
     parser.add_argument("--demos", help="give the grader the compiled demos of artifacts/NAME")
-    parser.add_argument("--demo-position", default="after",
-                        help=f"with --demos: {', '.join(DEMO_POSITIONS)} (the passages), or several comma-separated")
+    parser.add_argument("--demo-position", default="shared",
+                        help=f"with --demos: {', '.join(DEMO_POSITIONS)} (the passages), or several comma-separated "
+                        "(default: shared, the agent's default)")
     args = parser.parse_args()
     positions = args.demo_position.split(",")
     if not set(positions) <= set(DEMO_POSITIONS):

@@ -89,11 +89,12 @@ class Settings:
     # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
     # is rejected without a grade call, as the subject guard would overrule it (rag.agent); false = grade every context
     subject_shortcut: bool = True
-    # where a compiled program's demos go in each prompt (rag.adapter): "after" the passages (the roles keep one
-    # shared prefix, so llama.cpp reads the passages once) or "before" them. On dev the 1.5B grader copied its
-    # demo's subject into 14 of 32 calls with "after" and 0 with "before" (README, Compiled prompts); "shared": one
-    # block of every role's demos before the passages, the same in each prompt (the prefix stays shared)
-    demo_position: str = "after"
+    # where a compiled program's demos go in each prompt (rag.adapter): "shared", one block of every role's demos
+    # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
+    # passages once, and the block once per process); "before" the passages, each role its own; or "after" them.
+    # On dev the 1.5B grader copied its demo's subject into 14 of 32 calls with "after", 0 with the others
+    # (README, Compiled prompts). Without compiled demos all three are the same prompt
+    demo_position: str = "shared"
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
     rewriter_model: str | None = None

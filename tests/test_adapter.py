@@ -49,8 +49,8 @@ DEMO = {"question": "What is break?", "context": "[1] [break#000] break\n<<<\nbr
 
 
 def test_demos_sit_after_the_passages_so_compiled_roles_still_share_them_as_a_prefix():
-    grader = SieveAdapter().format(Grader, demos=[DEMO], inputs={"question": "What does with do?", "context": CONTEXT})
-    answerer = SieveAdapter().format(Answerer, demos=[DEMO], inputs={"question": "What does with do?", "context": CONTEXT})
+    adapter, inputs = SieveAdapter(demo_position="after"), {"question": "What does with do?", "context": CONTEXT}
+    grader, answerer = adapter.format(Grader, demos=[DEMO], inputs=inputs), adapter.format(Answerer, demos=[DEMO], inputs=inputs)
     assert [m["role"] for m in grader] == ["system", "user"]  # no demo turns ahead of the passages
     for messages in (grader, answerer):
         user = messages[-1]["content"]

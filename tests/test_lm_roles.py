@@ -99,6 +99,6 @@ def test_the_demo_position_setting_reaches_the_adapter_and_is_checked(tmp_path):
     configure_dspy(Settings(cache=False, cache_dir=tmp_path, demo_position="before"))  # as test_agent_e2e does
     assert isinstance(dspy.settings.adapter, SieveAdapter) and dspy.settings.adapter.demo_position == "before"
     configure_dspy(Settings(cache=False, cache_dir=tmp_path))
-    assert dspy.settings.adapter.demo_position == "after"  # the default keeps the roles' shared prefix
-    with pytest.raises(ConfigError, match="demo_position='middle' is not allowed; use one of: after, before"):
+    assert dspy.settings.adapter.demo_position == "shared"  # one demo block ahead of the passages, for every role
+    with pytest.raises(ConfigError, match="demo_position='middle' is not allowed; use one of: after, before, shared"):
         Settings(demo_position="middle").validate()
