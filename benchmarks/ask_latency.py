@@ -2,6 +2,7 @@
 
 Run: python benchmarks/ask_latency.py [--models qwen2.5-coder-1.5b,qwen2.5-coder-0.5b] [--n 10] [--config full]
                                       [--extra-bufts auto] [--compare KEY=V1,V2]
+                                      [--artifact NAME [--uncompiled]]
                                       [--out benchmarks/results/ask_latency.md]
 
 Each question is a fresh `rag ask QUESTION --no-cache --json` process (imports, index and model load
@@ -10,6 +11,8 @@ gives p50 / p95 / mean wall seconds per model, the outcome counts, and each mode
 first model's. ``--extra-bufts on,off`` runs each model with llama.cpp's extra buffer types (the CPU
 repack kernels) on and off (the ``llama_extra_bufts`` setting), the variants taking turns question by
 question, in alternating order (A B, B A, ...: back-to-back processes differ by up to 1.2x with the same work). ``--compare id_choices=true,false`` does the same for any setting (each value as ``--set KEY=VALUE``).
+``--artifact NAME`` runs a compiled program; ``--uncompiled`` adds the uncompiled program as one more variant
+in the same turns, so the compiled runs' ratios are against it.
 Run it on an otherwise idle machine: these figures are the machine's, not the model's.
 """
 
@@ -29,6 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from rag.golden import load_golden  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+
+
+UNCOMPILED = "uncompiled (--no-artifact)"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -65,21 +71,31 @@ def main() -> None:
     parser.add_argument("--extra-bufts", default="auto", help="llama_extra_bufts values to compare, e.g. on,off")
     parser.add_argument("--compare", help="a setting and the values to compare, e.g. id_choices=true,false")
     parser.add_argument("--artifact", help="run a compiled program (artifacts/NAME), as rag ask --artifact")
+    parser.add_argument("--uncompiled", action="store_true",
+                        help="with --artifact: also run the uncompiled program (rag ask --no-artifact), taking turns")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.uncompiled and not args.artifact:
+        parser.error("--uncompiled adds a run without the artifact; give --artifact NAME too")
     items = [it for it in load_golden(args.golden) if it.split == "test" and it.type == "answerable"][: args.n]
     flags = (["--no-reflection"] if args.no_reflection else []) + (["--artifact", args.artifact] if args.artifact else [])
     key, _, values = (args.compare or "").partition("=")
     if args.compare and not (key and values):
         parser.error(f"--compare {args.compare!r}: give a setting and its values, e.g. id_choices=true,false")
     settings = [f"{key}={v}" for v in values.split(",")] if args.compare else [""]
+    if args.uncompiled:
+        settings = [UNCOMPILED, *settings]
     variants = [(model, bufts, setting) for model in args.models.split(",") for bufts in args.extra_bufts.split(",")
                 for setting in settings]
     results: dict[tuple[str, str, str], list[dict]] = {v: [] for v in variants}
     for i, it in enumerate(items, 1):
         # the order alternates question by question (A B, then B A), so no variant always runs first
         for model, bufts, setting in (variants if i % 2 else variants[::-1]):
-            res = ask(it.question, model, flags + (["--set", setting] if setting else []), bufts)
+            if setting == UNCOMPILED:
+                res = ask(it.question, model, [f for f in flags if f not in ("--artifact", args.artifact)]
+                          + ["--no-artifact"], bufts)
+            else:
+                res = ask(it.question, model, flags + (["--set", setting] if setting else []), bufts)
             results[(model, bufts, setting)].append(res)
             print(f"[{model}, extra_bufts={bufts}{', ' + setting if setting else ''}] {i}/{len(items)} {res['wall_s']:.1f} s {res['outcome']} "
                   f"({res.get('steps', '?')} steps, {res.get('tokens_out', '?')} output tokens)", file=sys.stderr, flush=True)
