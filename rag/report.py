@@ -19,6 +19,7 @@ from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
 from rag.overlap import F1_CORRECT
 from rag.runs import RESULTS, SUMMARY, names_apart, read_records, recompute_summary
+from rag.rewrite_depth import rewrite_depths
 from rag.trace import Trace
 
 # (metric key, label, format) in table order
@@ -190,10 +191,26 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
         rows = [[n, *(_node_cell(r["summary"]["latency_by_node"].get(n)) for r in runs)] for n in nodes]
         lines += ["## Latency per node (p50 / p95 ms, steps)", "", *_table(["Node", *(_name(r) for r in runs)], rows),
                   "", "Cached LM steps are charged their originally measured latency where it is known.", ""]
+    lines += _rewrite_depth_section(runs)
     lines += ["## Failures", ""]
     for r in runs:
         lines += _failures(r, failures)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _rewrite_depth_section(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Per run and rewrite depth: items reaching it, how many were then answered, and the seconds it cost."""
+    rows = [[_name(r), str(d["depth"]), str(d["reached"]), str(d["unanswerable"]), str(d["answered"]),
+             f"{d['seconds']:,.1f} s ({fmt(d['share'], 'pct')})"] for r in runs for d in rewrite_depths(r["records"])]
+    if not rows:
+        return []
+    return ["## What each rewrite bought", "",
+            "Items that reached the k-th rewrite, the answerable ones among them the agent then answered, and the "
+            "agent seconds from that rewrite on (share of the run's). With greedy decoding and the LM cache off, "
+            "max_rewrites = k - 1 would have refused those items there: it gives up those answers and saves "
+            "those seconds (rag/rewrite_depth.py).", "",
+            *_table(["Run", "Rewrite", "Items reaching it", "Of them unanswerable", "Answered after it",
+                     "Agent s from it on"], rows), ""]
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -292,3 +292,31 @@ def test_a_setting_added_by_a_later_version_resumes_only_at_its_default(tmp_path
         open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {**old, "embedding_precision": "int8"}})
     with pytest.raises(InputError, match="different config"):  # a key the old run had is never dropped silently
         open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
+
+
+def test_report_shows_what_each_rewrite_bought(runs):
+    text = report(list(runs))
+    section = text.split("## What each rewrite bought")[1].split("## Failures")[0]
+    # full's unanswerable item rewrote twice and was refused: 320 of the run's 740 agent ms from the first
+    # rewrite on, 160 from the second; the baseline never rewrote, so it has no row
+    assert "| full | 1 | 1 | 1 | 0 | 0.3 s (43.2%) |" in section
+    assert "| full | 2 | 1 | 1 | 0 | 0.2 s (21.6%) |" in section
+    assert "| baseline |" not in section
+
+
+def test_rewrite_depths_count_the_answers_each_rewrite_led_to():
+    from rag.rewrite_depth import rewrite_depths
+
+    saved = record(item("a2"), pred([retrieve("x"), grade(["x"], False), rewrite(), retrieve("g1"),
+                                     grade(["g1"], True, ["g1"]), answer(["g1"])], citations=["g1"]), {"g1"})
+    lost = record(item("a3"), pred([retrieve("y"), grade(["y"], False), rewrite(), retrieve("y2"), grade(["y2"], False),
+                                    rewrite(), retrieve("y3"), grade(["y3"], False), REFUSE], refused=True), {"g3"})
+    failed = record(item("a4"), None, {"g4"}, error="boom")  # not finished: not counted
+    first, second = rewrite_depths([{**saved, "config": "full"}, lost, failed])
+    assert (first["depth"], first["reached"], first["unanswerable"], first["answered"]) == (1, 2, 0, 1)
+    assert first["answered_keys"] == [("full", "a2")]
+    # a2: 360 ms from its rewrite on; a3: 320 from the first, 160 from the second; 470 + 430 ms in all
+    assert first["seconds"] == pytest.approx(0.68) and first["share"] == pytest.approx(680 / 900)
+    assert (second["reached"], second["answered"], second["answered_keys"]) == (1, 0, [])
+    assert second["seconds"] == pytest.approx(0.16)
+    assert rewrite_depths([]) == []
