@@ -1,5 +1,6 @@
 """What each rewrite bought: per recorded run, the items that reached the 1st, 2nd, ... rewrite, what they ended
-as, and the agent seconds spent from that rewrite on. No LM calls: it re-reads recorded runs.
+as (by the hand labels: the part rag report cannot show), and the agent seconds spent from that rewrite on. No LM
+calls: it re-reads recorded runs (rag.rewrite_depth).
 
 Run: python benchmarks/rewrite_depth.py RUN_DIR [RUN_DIR ...] [--labels golden/judge_labels.jsonl]
                                        [--out benchmarks/results/rewrite_depth.md]
@@ -21,30 +22,19 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.tables import emit  # noqa: E402
 from rag.calibrate import human_outcomes, load_labels  # noqa: E402
+from rag.rewrite_depth import rewrite_depths  # noqa: E402
 from rag.runs import read_records  # noqa: E402
 
 
 def depth_rows(run: Path, labels: list[dict]) -> list[tuple]:
-    """One row per rewrite depth reached in ``run``: (depth, reached, unanswerable among them, answered after,
-    right after, unlabelled after, seconds from that rewrite on, the run's agent seconds)."""
-    records = [r for r in read_records(run) if r.get("status") == "ok"]
+    """One row per rewrite depth reached in ``run`` (rag.rewrite_depth), with the answers after it that the hand
+    labels call right and those without a label."""
+    records = read_records(run)
     right = human_outcomes(records, labels)
-    total = sum((r["scores"].get("latency_ms") or 0) for r in records) / 1000
-    depths: dict[int, list] = {}
-    for rec in records:
-        steps = ((rec.get("prediction") or {}).get("trace") or {}).get("steps") or []
-        rewrites = [i for i, step in enumerate(steps) if step["node"] == "rewrite"]
-        for depth, at in enumerate(rewrites, 1):
-            row = depths.setdefault(depth, [0, 0, 0, 0, 0, 0.0])
-            row[0] += 1
-            row[1] += bool(rec.get("should_refuse"))
-            if not rec.get("should_refuse") and not rec["scores"].get("refused"):
-                row[2] += 1
-                outcome = right.get((str(rec.get("config", "")), str(rec["id"])))
-                row[3] += outcome is True
-                row[4] += outcome is None
-            row[5] += sum((step.get("latency_ms") or 0) for step in steps[at:]) / 1000
-    return [(depth, *row, total) for depth, row in sorted(depths.items())]
+    return [(d["depth"], d["reached"], d["unanswerable"], d["answered"],
+             sum(right.get(key) is True for key in d["answered_keys"]),
+             sum(right.get(key) is None for key in d["answered_keys"]), d["seconds"], d["share"])
+            for d in rewrite_depths(records)]
 
 
 def main() -> None:
@@ -62,9 +52,9 @@ def main() -> None:
              "| unlabelled | agent s from it on | share of the run's agent s |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for run in args.runs:
-        for depth, reached, unanswerable, answered, good, unlabelled, seconds, total in depth_rows(run, labels):
+        for depth, reached, unanswerable, answered, good, unlabelled, seconds, share in depth_rows(run, labels):
             lines.append(f"| `{run}` | {depth} | {reached} | {unanswerable} | {answered} | {good} | {unlabelled} | "
-                         f"{seconds:.0f} | {seconds / total:.1%} |")
+                         f"{seconds:.0f} | {share:.1%} |")
     emit(lines, args.out)
 
 
