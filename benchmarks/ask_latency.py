@@ -78,7 +78,8 @@ def main() -> None:
     if args.uncompiled and not args.artifact:
         parser.error("--uncompiled adds a run without the artifact; give --artifact NAME too")
     items = [it for it in load_golden(args.golden) if it.split == "test" and it.type == "answerable"][: args.n]
-    flags = (["--no-reflection"] if args.no_reflection else []) + (["--artifact", args.artifact] if args.artifact else [])
+    base = ["--no-reflection"] if args.no_reflection else []
+    flags = base + (["--artifact", args.artifact] if args.artifact else [])
     key, _, values = (args.compare or "").partition("=")
     if args.compare and not (key and values):
         parser.error(f"--compare {args.compare!r}: give a setting and its values, e.g. id_choices=true,false")
@@ -92,8 +93,7 @@ def main() -> None:
         # the order alternates question by question (A B, then B A), so no variant always runs first
         for model, bufts, setting in (variants if i % 2 else variants[::-1]):
             if setting == UNCOMPILED:
-                res = ask(it.question, model, [f for f in flags if f not in ("--artifact", args.artifact)]
-                          + ["--no-artifact"], bufts)
+                res = ask(it.question, model, [*base, "--no-artifact"], bufts)
             else:
                 res = ask(it.question, model, flags + (["--set", setting] if setting else []), bufts)
             results[(model, bufts, setting)].append(res)

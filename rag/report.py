@@ -206,9 +206,9 @@ def _rewrite_depth_section(runs: Sequence[dict[str, Any]]) -> list[str]:
         return []
     return ["## What each rewrite bought", "",
             "Items that reached the k-th rewrite, the answerable ones among them the agent then answered, and the "
-            "agent seconds from that rewrite on (share of the run's): counts of this run, no intervals. With greedy decoding and the LM cache off, "
-            "max_rewrites = k - 1 would have refused those items there: it gives up those answers and saves "
-            "those seconds (rag/rewrite_depth.py).", "",
+            "agent seconds from that rewrite on (share of the run's): counts of this run, no intervals. With "
+            "greedy decoding and the LM cache off, max_rewrites = k - 1 would have refused those items there: it "
+            "gives up those answers and saves those seconds (rag/rewrite_depth.py).", "",
             *_table(["Run", "Rewrite", "Items reaching it", "Of them unanswerable", "Answered after it",
                      "Agent s from it on"], rows), ""]
 

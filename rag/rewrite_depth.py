@@ -33,14 +33,14 @@ def rewrite_depths(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         answered = not rec.get("should_refuse") and not (rec.get("scores") or {}).get("refused")
         rewrites = [i for i, step in enumerate(steps) if step.get("node") == "rewrite"]
         for depth, at in enumerate(rewrites, 1):
-            row = rows.setdefault(depth, {"depth": depth, "reached": 0, "unanswerable": 0, "answered": 0,
-                                          "answered_keys": [], "seconds": 0.0})
+            row = rows.setdefault(depth, {"depth": depth, "reached": 0, "unanswerable": 0, "answered_keys": [],
+                                          "seconds": 0.0})
             row["reached"] += 1
             row["unanswerable"] += bool(rec.get("should_refuse"))
             if answered:
-                row["answered"] += 1
                 row["answered_keys"].append((str(rec.get("config", "")), str(rec["id"])))
             row["seconds"] += sum(_step_latency(step) for step in steps[at:]) / 1000
     for row in rows.values():
+        row["answered"] = len(row["answered_keys"])
         row["share"] = row["seconds"] * 1000 / total_ms if total_ms else None
     return [rows[depth] for depth in sorted(rows)]
