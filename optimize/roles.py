@@ -11,7 +11,7 @@ compiled predictor is put back into the agent. Each metric is a function of rag.
     rewriter  question, tried queries, grader reason   rewrite_succeeded: a gold chunk is  rewrite success rate
                                                        in the top-k for the new query and
                                                        the grader then passes
-    answerer  question, gold context                   answer_score: judged correct,       answer score
+    answerer  question, the agent's answer context     answer_score: judged correct,       answer score
                                                        judged faithful, citations valid
     judge     question, reference, candidate, context  agreement with the human labels (golden/)
     agent     question (the whole program, end to end) refuses exactly when it should; else the
@@ -107,10 +107,13 @@ def rewriter_example(item: Any, gold: set[str]) -> dspy.Example:
                         gold_ids=sorted(gold), item_id=item.id).with_inputs("question", "tried_queries", "grader_reason")
 
 
-def answerer_example(item: Any, hits: Sequence[Any], max_chars: int | None = None) -> dspy.Example:
+def answerer_example(item: Any, hits: Sequence[Any], max_chars: int | None = None,
+                     gold: set[str] | None = None) -> dspy.Example:
+    """``gold``: the passages that state the answer, which a labelled demo cites (else every passage shown)."""
     ids = [h.chunk_id for h in hits]
+    cited = [i for i in ids if i in gold] if gold else []
     return dspy.Example(question=item.question, context=format_context(hits, max_chars), answer=item.reference_answer,
-                        cited_ids=ids, reference_answer=item.reference_answer, shown_ids=ids,
+                        cited_ids=cited or ids, reference_answer=item.reference_answer, shown_ids=ids,
                         item_id=item.id).with_inputs("question", "context")
 
 

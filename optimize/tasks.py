@@ -101,10 +101,8 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
     if "answerer" in roles:
         pairs = []
         for i in answerable:
-            hits = [h for h in retriever.search(i.question, k=k) if h.chunk_id in gold[i.id]]
-            if not hits:  # first retrieval missed: show the gold passages themselves
-                hits = _as_hits(retriever.index, sorted(gold[i.id])[:2])
-            pairs.append((i.split, answerer_example(i, hits, chars(i))))
+            hits = _answer_passages(retriever, i, gold[i.id], k, settings)
+            pairs.append((i.split, answerer_example(i, hits, chars(i), gold[i.id])))
         splits = _by_split(pairs, "answerer")
         judge = JudgeStep()
         tasks["answerer"] = RoleTask("answerer", AnswerStep(settings.id_choices), make_answerer_metric(judge, lms.get("judge")),
@@ -158,6 +156,17 @@ class _Memo:
 
     def __deepcopy__(self, memo: dict) -> _Memo:
         return self
+
+
+def _answer_passages(retriever: Any, item: Any, gold: set[str], k: int, settings: Settings) -> list[Any]:
+    """The passages the agent's answerer would read for ``item`` once its grader accepted the first retrieval:
+    all of it with ``answer_context = "graded"`` (the default: the answerer must find the answer among passages
+    on related topics, as it does in the agent), only the gold ones with ``"accepted"`` (a grader that lists
+    exactly the passages that state the answer). A first retrieval without gold shows the gold passages."""
+    hits = retriever.search(item.question, k=k)
+    if not {h.chunk_id for h in hits} & gold:
+        return _as_hits(retriever.index, sorted(gold)[:2])
+    return list(hits) if settings.answer_context == "graded" else [h for h in hits if h.chunk_id in gold]
 
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:

@@ -377,6 +377,32 @@ def test_role_examples_show_passages_cut_as_the_agent_cuts_them(setup):
         assert len(short) < len(long) and short.splitlines()[0] == long.splitlines()[0]  # same passages, cut
 
 
+def test_answerer_examples_show_the_context_the_agents_answerer_reads(setup):
+    """With answer_context="graded" the agent's answerer reads the whole graded retrieval, not only the gold
+    passages: compiling scores it (and draws its demos) on that same task; a labelled demo cites only the gold."""
+    from optimize.tasks import build_tasks
+    from rag.golden import gold_chunk_ids, load_golden
+    from rag.retrieve import Retriever
+
+    settings, golden, _ = setup
+    items, retriever = load_golden(golden), Retriever.from_settings(settings)
+    by_id = {i.id: i for i in items}
+    graded = build_tasks(["answerer"], items, retriever, settings)["answerer"]
+    accepted = build_tasks(["answerer"], items, retriever, settings.replace(answer_context="accepted"))["answerer"]
+    checked = 0
+    for g, a in zip(graded.train + graded.dev + graded.test, accepted.train + accepted.dev + accepted.test):
+        item = by_id[g.item_id]
+        gold = gold_chunk_ids(item, retriever.index.chunks)
+        first = [h.chunk_id for h in retriever.search(item.question, k=settings.top_k)]
+        if not gold & set(first):
+            continue
+        checked += 1
+        assert g.shown_ids == first and len(first) == settings.top_k  # every passage the grader read, in its order
+        assert a.shown_ids == [c for c in first if c in gold]
+        assert g.cited_ids == a.cited_ids == [c for c in first if c in gold]
+    assert checked >= 3
+
+
 def test_demo_sources_show_passages_cut_to_demo_chars_and_scored_splits_do_not(setup):
     from optimize.tasks import build_tasks
     from rag.golden import load_golden
