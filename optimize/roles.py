@@ -127,10 +127,11 @@ def label_item_id(label: dict[str, Any]) -> str | None:
     return label.get("id") or label.get("item_id")
 
 
-def judge_example(label: dict[str, Any], reference_answer: str = "") -> dspy.Example:
-    """``reference_answer``: the golden item's, for labels made interactively (they do not copy it)."""
+def judge_example(label: dict[str, Any], reference_answer: str = "", passages: str = "") -> dspy.Example:
+    """``reference_answer``: the golden item's, for labels made interactively (they do not copy it). ``passages``:
+    the context for a label that stores none, the passages its answer cites (what "faithful" was labelled against)."""
     return dspy.Example(question=label["question"], reference_answer=label.get("reference_answer") or reference_answer,
-                        candidate_answer=label["answer"], context=label.get("context", ""),
+                        candidate_answer=label["answer"], context=label.get("context") or passages or "(no passages)",
                         correct=bool(label["correct"]), faithful=bool(label["faithful"]),
                         reason=label.get("note", ""), item_id=label_item_id(label)
                         ).with_inputs("question", "reference_answer", "candidate_answer", "context")

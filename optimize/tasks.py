@@ -32,6 +32,7 @@ from optimize.roles import (
     rewriter_example,
 )
 from rag.config import Settings
+from rag.context import format_context
 from rag.errors import InputError
 
 SPLITS = ("train", "dev", "test")
@@ -117,7 +118,8 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         # a label takes the split of the question it is about, so the judge is never tested on what it learnt from
         reference = {i.id: i.reference_answer for i in items}
         splits = _by_split([(split_of.get(label_item_id(lab)),
-                             judge_example(lab, reference.get(label_item_id(lab), ""))) for lab in labels], "judge",
+                             judge_example(lab, reference.get(label_item_id(lab), ""), _cited_context(retriever.index, lab)))
+                            for lab in labels], "judge",
                            missing=f"{path}: no human labels for '{{split}}'-split questions; label some: "
                                    f"rag eval --config full --split {{split}} --limit 12, then rag calibrate --run RUN_DIR")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
@@ -167,6 +169,12 @@ def _answer_passages(retriever: Any, item: Any, gold: set[str], k: int, settings
     if not {h.chunk_id for h in hits} & gold:
         return _as_hits(retriever.index, sorted(gold)[:2])
     return list(hits) if settings.answer_context == "graded" else [h for h in hits if h.chunk_id in gold]
+
+
+def _cited_context(index: Any, label: dict[str, Any]) -> str:
+    """The passages a labelled answer cites, formatted as the judge sees passages in ``rag eval`` (ids no longer
+    in the index are left out)."""
+    return format_context(_as_hits(index, [c for c in label.get("citations") or [] if c in index.by_id]))
 
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:

@@ -544,3 +544,24 @@ def test_a_label_without_its_reference_answer_takes_the_golden_one():
     label = {"id": "a1", "question": "q?", "answer": "x", "correct": False, "faithful": True}
     assert judge_example(label, "the golden reference").reference_answer == "the golden reference"
     assert judge_example({**label, "reference_answer": "its own"}, "golden").reference_answer == "its own"
+
+
+def test_judge_examples_read_the_passages_the_labelled_answer_cites(setup, tmp_path):
+    """Labels store no context; "faithful" was labelled against the passages the answer cites, so a judge example
+    shows those (as rag eval's judge sees passages), not an empty context."""
+    from optimize.tasks import build_tasks
+    from rag.golden import load_golden
+    from rag.retrieve import Retriever
+
+    settings, golden, _ = setup
+    items, retriever = load_golden(golden), Retriever.from_settings(settings)
+    labels = tmp_path / "labels.jsonl"
+    rows = [{"id": i, "question": q, "reference_answer": r, "answer": f"{r} [with#001]", "correct": True,
+             "faithful": False, "citations": ["with#001", "gone#009"] if t == "answerable" else [], "note": ""}
+            for i, t, q, r, _, _ in ITEMS]
+    labels.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    task = build_tasks(["judge"], items, retriever, settings, labels_path=labels)["judge"]
+    examples = {ex.item_id: ex for ex in task.train + task.dev + task.test}
+    cited = examples["a1"].context
+    assert "[with#001]" in cited and "wrap the execution of a block" in cited and "gone#009" not in cited
+    assert examples["u1"].context == "(no passages)"
