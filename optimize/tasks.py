@@ -178,7 +178,7 @@ def _cited_context(index: Any, label: dict[str, Any]) -> str:
 
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:
-    """Gold chunks shown as if retrieved (rank order = id order), for answerer examples."""
+    """Chunks shown as if retrieved (rank order = id order): gold ones for answerer examples, cited ones for the judge's."""
     from rag.retrieve import Hit
 
     return [Hit(chunk_id=c.id, text=c.text, title=c.title, source=c.source, rank=r, score=0.0, stages={})
