@@ -31,7 +31,7 @@ class Program:
     @property
     def description(self) -> str:
         if self.artifact is None:
-            why = "no fitting artifact in artifacts/" if self.artifacts_looked else "--no-artifact"
+            why = "no artifact in artifacts/ fits with a dev gain beyond noise" if self.artifacts_looked else "--no-artifact"
             return f"uncompiled signatures ({why})"
         return f"compiled artifact {self.artifact.name} ({self.artifact.manifest.get('optimizer', '?')})"
 

@@ -82,6 +82,7 @@ def test_a_judge_whose_dev_gain_is_noise_is_not_used(eval_setup, capsys):
     code, run, err, judge_prompt = _eval(tmp_path, golden, sets, capsys)
     assert code == 0 and "Judge: uncompiled judge" in err
     assert "skipped artifact judge-only (judge): its dev gain is within noise (judge +0.000 (p=1, n=6))" in err
+    assert "Using uncompiled signatures (no artifact in artifacts/ fits with a dev gain beyond noise)" in err
     assert "judge_artifact" not in run["config"] and DEMO_ANSWER not in judge_prompt
 
 
