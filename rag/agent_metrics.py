@@ -52,7 +52,7 @@ __all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "resc
 LM_NODES = ("grade", "rewrite", "answer")
 
 
-def _step_latency(step: Mapping[str, Any]) -> float:
+def step_latency(step: Mapping[str, Any]) -> float:
     if step.get("cached") and step.get("original_latency_ms") is not None:
         return float(step["original_latency_ms"])
     return float(step.get("latency_ms") or 0.0)
@@ -111,7 +111,7 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     by_node: dict[str, list[float]] = {}
     for s in steps:  # an LM node that made no LM call (a grade the subject shortcut skipped) is timed apart
         node = s["node"] if s["node"] not in LM_NODES or s.get("model") or s.get("cached") else f"{s['node']} (no LM call)"
-        by_node.setdefault(node, []).append(_step_latency(s))
+        by_node.setdefault(node, []).append(step_latency(s))
     lm_steps = [s for s in steps if s["node"] in LM_NODES and s.get("model")]
     return {**base, "refused": bool(prediction["refused"]), "answered": answered,
             "n_grade_steps": len(grades), "grade_set": grade_set, "grade_chunk": grade_chunk,

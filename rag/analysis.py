@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from rag.agent_metrics import _step_latency, grade_confusion, intervals, percentile
+from rag.agent_metrics import step_latency, grade_confusion, intervals, percentile
 from rag.diagnose import KINDS, diagnose
 from rag.errors import InputError
 from rag.report import ROWS, fmt_ci
@@ -96,7 +96,7 @@ def steps_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
                              "chosen_ids": list(st.get("chosen_ids") or []), "verdict": st.get("verdict"),
                              "reason": st.get("reason"), "rewrite": st.get("rewrite"),
                              "gold_seen": bool(gold & set(hits or shown)),
-                             "latency_ms": _step_latency(st), "measured_latency_ms": st.get("latency_ms"),
+                             "latency_ms": step_latency(st), "measured_latency_ms": st.get("latency_ms"),
                              "tokens_in": int(st.get("tokens_in") or 0), "tokens_out": int(st.get("tokens_out") or 0),
                              "cost": float(st.get("cost") or 0.0), "model": st.get("model"),
                              "cached": bool(st.get("cached"))})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rag.agent_metrics import _step_latency
+from rag.agent_metrics import step_latency
 
 __all__ = ["rewrite_depths"]
 
@@ -29,7 +29,7 @@ def rewrite_depths(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         if rec.get("status") != "ok":
             continue
         steps = ((rec.get("prediction") or {}).get("trace") or {}).get("steps") or []
-        total_ms += sum(_step_latency(step) for step in steps)
+        total_ms += sum(step_latency(step) for step in steps)
         answered = not rec.get("should_refuse") and not (rec.get("scores") or {}).get("refused")
         rewrites = [i for i, step in enumerate(steps) if step.get("node") == "rewrite"]
         for depth, at in enumerate(rewrites, 1):
@@ -39,7 +39,7 @@ def rewrite_depths(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
             row["unanswerable"] += bool(rec.get("should_refuse"))
             if answered:
                 row["answered_keys"].append((str(rec.get("config", "")), str(rec["id"])))
-            row["seconds"] += sum(_step_latency(step) for step in steps[at:]) / 1000
+            row["seconds"] += sum(step_latency(step) for step in steps[at:]) / 1000
     for row in rows.values():
         row["answered"] = len(row["answered_keys"])
         row["share"] = row["seconds"] * 1000 / total_ms if total_ms else None

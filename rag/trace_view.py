@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rag.agent_metrics import _step_latency
+from rag.agent_metrics import step_latency
 from rag.chunking import page_label
 from rag.decisions import used_ids
 from rag.diagnose import diagnose
@@ -56,7 +56,7 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
     pages = {h["chunk_id"]: page_label(h.get("meta")) for st in trace["steps"] for h in st.get("hits") or []}
     gold = with_duplicates(gold, trace_hits(trace["steps"]))
     for i, st in enumerate(trace["steps"], 1):
-        cost = f"[{_step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
+        cost = f"[{step_latency(st):.0f} ms, {st.get('tokens_in') or 0}+{st.get('tokens_out') or 0} tok" \
                f"{', cached' if st.get('cached') else ''}]"
         node = st["node"]
         if node == "retrieve":
