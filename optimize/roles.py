@@ -30,6 +30,7 @@ import dspy
 from rag.decisions import answer_score, grader_score, rewrite_succeeded
 from rag.adapter import shown_ids
 from rag.context import context_ids, extract_citations, format_context, split_citations
+from rag.judge import NO_PASSAGES
 from signatures import Answerer, Grader, Judge, Rewriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
@@ -131,7 +132,7 @@ def judge_example(label: dict[str, Any], reference_answer: str = "", passages: s
     """``reference_answer``: the golden item's, for labels made interactively (they do not copy it). ``passages``:
     the context for a label that stores none, the passages its answer cites (what "faithful" was labelled against)."""
     return dspy.Example(question=label["question"], reference_answer=label.get("reference_answer") or reference_answer,
-                        candidate_answer=label["answer"], context=label.get("context") or passages or "(no passages)",
+                        candidate_answer=label["answer"], context=label.get("context") or passages or NO_PASSAGES,
                         correct=bool(label["correct"]), faithful=bool(label["faithful"]),
                         reason=label.get("note", ""), item_id=label_item_id(label)
                         ).with_inputs("question", "reference_answer", "candidate_answer", "context")

@@ -47,7 +47,7 @@ from rag.overlap import F1_CORRECT, token_f1
 from rag.pooled import Pooled
 from rag.stats import percentile
 
-__all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "rescore", "score_item", "summarize"]
+__all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "rescore", "score_item", "step_latency", "summarize"]
 
 LM_NODES = ("grade", "rewrite", "answer")
 

@@ -12,6 +12,8 @@ from rag.context import format_context
 from rag.metering import metered_call
 from signatures import Judge
 
+NO_PASSAGES = "(no passages)"  # the context when an answer was shown no passages
+
 
 class AnswerJudge:
     """``judge(question, reference, answer, passages) -> dict(correct, faithful, reason, latency_ms, ...)``.
@@ -40,7 +42,7 @@ class AnswerJudge:
                  passages: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
         hits = [SimpleNamespace(chunk_id=c, title=t, text=x) for c, t, x in passages]
         pred, stats = metered_call(self.predict, self.lm, question=question, reference_answer=reference or "",
-                                   candidate_answer=answer, context=format_context(hits) or "(no passages)")
+                                   candidate_answer=answer, context=format_context(hits) or NO_PASSAGES)
         return {"correct": bool(pred.correct), "faithful": bool(pred.faithful), "reason": str(pred.reason or ""),
                 "latency_ms": stats.latency_ms, "tokens_in": stats.tokens_in, "tokens_out": stats.tokens_out,
                 "cost": stats.cost, "model": stats.model, "cached": stats.cached}
