@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out is None:
         sys.path.insert(0, str(REPO))
-        from rag.config import sieve_home
+        from rag.paths import sieve_home
 
         args.out = sieve_home() / "aegis" / "golden.jsonl"
     out = args.out.expanduser().resolve()

@@ -21,13 +21,13 @@ def agent_pairs(setting: str, values: Sequence[Any], n: int,
                 probes: Sequence[Callable[[Any], Any]] = ()) -> tuple[Any, list, dict[Any, dict[str, float]], int]:
     """(settings, items, totals per value, questions with identical runs). A probe is made from the loaded
     ``llama_cpp.Llama`` and has ``take() -> dict[str, float]``: what it counted since the last take."""
+    from rag.agent.program import build_program
     from rag.config import load_settings
-    from rag.golden import load_golden
+    from rag.eval.golden import load_golden
+    from rag.lm.configure import configure_dspy
     from rag.lm.local import load_llama
     from rag.lm.models import model_path
-    from rag.lm.roles import configure_dspy
-    from rag.program import build_program
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     base = load_settings({"cache": False})
     configure_dspy(base)

@@ -30,9 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.golden import load_golden  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
-
+from rag.eval.golden import load_golden  # noqa: E402
 
 UNCOMPILED = "uncompiled (--no-artifact)"
 

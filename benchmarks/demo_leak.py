@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.tables import emit  # noqa: E402
-from rag.runs import read_records  # noqa: E402
+from rag.eval.runs import read_records  # noqa: E402
 
 
 def grade_demos(artifact: str) -> list[dict]:

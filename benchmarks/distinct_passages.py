@@ -27,13 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.config import Settings, load_settings, sieve_home  # noqa: E402
-from rag.context import format_context  # noqa: E402
-from rag.golden import load_golden  # noqa: E402
-from rag.metrics import retrieval_report  # noqa: E402
-from rag.retrieve import Retriever, _words  # noqa: E402
-from rag.stats import mcnemar  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+from rag.agent.context import format_context  # noqa: E402
+from rag.config import Settings, load_settings, sieve_home  # noqa: E402
+from rag.eval.golden import load_golden  # noqa: E402
+from rag.eval.metrics import retrieval_report  # noqa: E402
+from rag.retrieval.retriever import Retriever, _words  # noqa: E402
+from rag.stats.intervals import mcnemar  # noqa: E402
 
 CONFIGS = [("dedupe off, k=4 (old default)", False, 4), ("dedupe on, k=4", True, 4),
            ("dedupe off, k=3", False, 3), ("dedupe on, k=3", True, 3)]
@@ -91,7 +91,7 @@ def main() -> None:
                         help="where the polygraph and aegis indexes are built (reused when present)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from rag.index import Index, build_index
+    from rag.index.store import Index, build_index
 
     count_tokens = tokenizer()
     settings = load_settings()
@@ -105,7 +105,7 @@ def main() -> None:
     lines += corpus_rows("built-in, train + dev", [i for i in golden if i.split in ("train", "dev")], builtin, count_tokens)
     lines += corpus_rows("built-in, test (reported only)", [i for i in golden if i.split == "test"], builtin, count_tokens)
     if (args.shared / "polygraph").is_dir():
-        from rag.chunking import load_chunks_jsonl
+        from rag.ingest.chunking import load_chunks_jsonl
 
         data = args.shared / "polygraph"
         root = args.work / "polygraph"
@@ -114,8 +114,8 @@ def main() -> None:
         lines += corpus_rows("polygraph dev", load_golden(data / "golden_dev.jsonl"), index, count_tokens)
     if (args.shared / "aegis").is_dir():
         from benchmarks.retrieval import aegis_items
-        from rag.chunking import chunk_documents
-        from rag.corpus import load_folder
+        from rag.ingest.chunking import chunk_documents
+        from rag.ingest.corpus import load_folder
 
         s = Settings(index_dir=args.work / "aegis")
         with warnings.catch_warnings():

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.lm.local import _grammar, default_threads, load_llama  # noqa: E402
-from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
 from benchmarks.agent_pairs import agent_pairs  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+from rag.lm.local import _grammar, default_threads, load_llama  # noqa: E402
+from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
 
 SCHEMA = {"type": "object", "required": ["subject", "relevant", "answer"],
           "properties": {"subject": {"type": "string", "maxLength": 60}, "relevant": {"type": "boolean"},

@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.tables import emit  # noqa: E402
 from rag.lm.local import default_threads, use_extra_bufts  # noqa: E402
 from rag.lm.models import model_path  # noqa: E402
 from rag.lm.probe import build_info, cpu_flags, new_llama  # noqa: E402
-from benchmarks.tables import emit  # noqa: E402
 
 TEXT = " ".join(f"Passage {i}: the nonlocal statement rebinds a name in the nearest enclosing function scope."
                 for i in range(200))

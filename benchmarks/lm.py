@@ -23,7 +23,7 @@ import dspy  # noqa: E402
 
 from rag.config import Settings  # noqa: E402
 from rag.lm import local  # noqa: E402
-from rag.lm.roles import build_lm  # noqa: E402
+from rag.lm.configure import build_lm  # noqa: E402
 
 PASSAGE = ("The Forth Bridge is a cantilever railway bridge across the Firth of Forth in the east of "
            "Scotland, 9 miles west of central Edinburgh. Construction began in 1882 and it opened on 4 March "

@@ -3,7 +3,7 @@
 Run: python benchmarks/overlap_judge.py [--dev RUN ...] [--test RUN ...] [--out FILE]
 
 Every labelled answer (``golden/judge_labels.jsonl``) of an answerable or vague item in the given runs counts:
-its human "correct" label against (a) the overlap rule, token F1 with the reference answer >= t (rag.overlap),
+its human "correct" label against (a) the overlap rule, token F1 with the reference answer >= t (rag.eval.overlap),
 and (b) the LM judge's verdict stored in the run, where the run was judged. The threshold t is chosen on the dev
 runs only (the value with the highest Cohen's kappa; the lowest such value on ties) and then applied unchanged to
 the test runs, which are only reported. Intervals: 1,000 bootstrap resamples of the answers (seeded).
@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.calibrate import cohen_kappa, labelled_answers, load_labels  # noqa: E402
-from rag.overlap import F1_CORRECT, token_f1  # noqa: E402
-from rag.runs import read_records  # noqa: E402
-from rag.stats import bootstrap  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+from rag.eval.calibrate import cohen_kappa, labelled_answers, load_labels  # noqa: E402
+from rag.eval.overlap import F1_CORRECT, token_f1  # noqa: E402
+from rag.eval.runs import read_records  # noqa: E402
+from rag.stats.intervals import bootstrap  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 DEV_RUNS = [RESULTS / "dev-answer-context" / name for name in ("graded", "accepted", "graded-gpc600")]
@@ -75,7 +75,7 @@ def main() -> None:
              f"Command: `python benchmarks/overlap_judge.py` (defaults: the committed runs below), labels from "
              f"`{args.labels.relative_to(ROOT) if args.labels.is_relative_to(ROOT) else args.labels}` "
              f"({len(labels)} labels, every run). Only answers of answerable or vague items count.", "",
-             f"Threshold chosen on dev: token F1 >= {chosen:.2f} (rag.overlap.F1_CORRECT = {F1_CORRECT}).", "",
+             f"Threshold chosen on dev: token F1 >= {chosen:.2f} (rag.eval.overlap.F1_CORRECT = {F1_CORRECT}).", "",
              "| split | answers | overlap rule: accuracy / Cohen's kappa [95% interval] | LM judge on the answers it judged | "
              "overlap rule on those same answers |", "| --- | --- | --- | --- | --- |"]
     for name, rows, runs in (("dev (selection)", dev, args.dev), ("test (report)", test, args.test)):
@@ -85,7 +85,7 @@ def main() -> None:
                      f"{agreement([(r['judge'], r['human']) for r in judged])} | "
                      f"{agreement([(r['f1'] >= chosen, r['human']) for r in judged])} |")
     if round(chosen, 2) != F1_CORRECT:
-        lines += ["", f"NOTE: rag.overlap.F1_CORRECT ({F1_CORRECT}) is not the threshold these dev runs choose; "
+        lines += ["", f"NOTE: rag.eval.overlap.F1_CORRECT ({F1_CORRECT}) is not the threshold these dev runs choose; "
                   "the harness uses F1_CORRECT."]
     emit(lines, args.out)
 

@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.tables import emit  # noqa: E402
+from rag.agent.program import build_program  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.lm import local, sampling  # noqa: E402
-from rag.lm.roles import configure_dspy  # noqa: E402
-from rag.program import build_program  # noqa: E402
-from benchmarks.tables import emit  # noqa: E402
+from rag.lm.configure import configure_dspy  # noqa: E402
 
 
 def main() -> None:

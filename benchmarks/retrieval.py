@@ -35,14 +35,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.chunking import chunk_documents, load_chunks_jsonl  # noqa: E402
-from rag.config import Settings  # noqa: E402
-from rag.corpus import load_folder  # noqa: E402
-from rag.golden import GoldenItem, load_golden  # noqa: E402
-from rag.index import build_index, index_text  # noqa: E402
-from rag.metrics import mrr_at_k, recall_at_k, retrieval_report  # noqa: E402
-from rag.retrieve import Retriever  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+from rag.config import Settings  # noqa: E402
+from rag.eval.golden import GoldenItem, load_golden  # noqa: E402
+from rag.eval.metrics import mrr_at_k, recall_at_k, retrieval_report  # noqa: E402
+from rag.index.store import build_index, index_text  # noqa: E402
+from rag.ingest.chunking import chunk_documents, load_chunks_jsonl  # noqa: E402
+from rag.ingest.corpus import load_folder  # noqa: E402
+from rag.retrieval.retriever import Retriever  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
 REPEATS = 3  # latency: each question is asked this many times per mode (after one warm-up pass)
@@ -108,7 +108,7 @@ def polygraph(shared: Path, work: Path, lines: list[str]) -> None:
         scores = okapi.get_scores(index.bm25_query(q))
         return [int(i) for i in np.argsort(-scores)[:n]]
 
-    from rag.embeddings import embed
+    from rag.index.embeddings import embed
 
     qvecs = {q: embed([q])[0] for q in questions}
 

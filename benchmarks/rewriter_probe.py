@@ -30,10 +30,10 @@ def main() -> None:
     from optimize.roles import make_rewriter_metric
     from optimize.tasks import build_tasks
     from rag.config import load_settings
-    from rag.golden import load_golden
+    from rag.eval.golden import load_golden
     from rag.lm import local
-    from rag.lm.roles import configure_dspy, lms_for_roles
-    from rag.retrieve import Retriever
+    from rag.lm.configure import configure_dspy, lms_for_roles
+    from rag.retrieval.retriever import Retriever
 
     settings = load_settings({"cache": False})
     retriever = Retriever.from_settings(settings)

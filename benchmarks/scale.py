@@ -7,13 +7,13 @@
 **Index.** Synthetic corpora of N chunks are the built-in corpus's chunks repeated (each copy with its own id and
 one extra word, so bm25 sees distinct documents). Their vectors are the real MiniLM vectors of the originals plus
 Gaussian noise (sigma ``--noise``), renormalised: embedding N chunks here would take hours, so the built-in
-corpus is embedded once with the encoder ``rag index`` uses (``rag.encoder.index_encoder``: ONNX Runtime by
+corpus is embedded once with the encoder ``rag index`` uses (``rag.index.encoder.index_encoder``: ONNX Runtime by
 default) and the embedding time of N chunks is *extrapolated* from that rate (said so in the table). Everything
-else is measured on the real ``rag.index.build_index`` (its ``embedder`` hook hands it the vectors, and the
+else is measured on the real ``rag.index.store.build_index`` (its ``embedder`` hook hands it the vectors, and the
 manifest records the same encoder a real build does): build time, size on disk, and per-query latency over the
 golden questions (p50/p95) for bm25, dense (FAISS, the query vector given) and hybrid (bm25 + FAISS + RRF, the
 query vector given); the query embedding (``Index.embed_query``, the index's own query encoder) is timed on its
-own. Above ``rag.index.HNSW_THRESHOLD`` chunks the index is HNSW; there the same corpus is also built flat, and
+own. Above ``rag.index.store.HNSW_THRESHOLD`` chunks the index is HNSW; there the same corpus is also built flat, and
 HNSW's recall@10 against flat is measured on the golden questions. The process's peak RSS after each size is
 reported (sizes run in increasing order), to judge whether a larger size would fit.
 
@@ -40,11 +40,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.chunking import Chunk, chunk_documents  # noqa: E402
 from rag.config import Settings  # noqa: E402
-from rag.corpus import load_builtin_topics  # noqa: E402
-from rag.golden import load_golden  # noqa: E402
-from rag.index import HNSW_THRESHOLD, build_index, index_text  # noqa: E402
+from rag.eval.golden import load_golden  # noqa: E402
+from rag.index.store import HNSW_THRESHOLD, build_index, index_text  # noqa: E402
+from rag.ingest.chunking import Chunk, chunk_documents  # noqa: E402
+from rag.ingest.corpus import load_builtin_topics  # noqa: E402
 
 GOLDEN = ROOT / "golden" / "python_ref.jsonl"
 MAX_QUERIES = 157  # golden questions timed per mode (the whole set)
@@ -87,7 +87,7 @@ class GivenVectors:
 
 def timed_searches(index, questions: list[str], qvecs: dict[str, np.ndarray]) -> dict[str, list[float]]:
     """ms per query: bm25, dense and hybrid through the Retriever, the query vector looked up (not embedded)."""
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     index.embed_query = lambda text: qvecs[text]  # query embedding is timed separately
     out = {}
@@ -113,11 +113,11 @@ def peak_rss_mb() -> float:
 
 
 def index_part(sizes: list[int], noise: float, work: Path, vectors_from: Path | None) -> list[str]:
-    from rag.encoder import index_encoder
+    from rag.index.encoder import index_encoder
 
     settings = Settings(index_dir=work / "idx")
     if vectors_from is not None:  # an index of the built-in corpus already built: its chunks, vectors and timing
-        from rag.index import Index
+        from rag.index.store import Index
 
         built = Index.load(vectors_from, Settings(index_dir=vectors_from))
         base, vectors = list(built.chunks), np.asarray(built.embeddings, dtype=np.float32)
@@ -260,15 +260,15 @@ def eval_part(workers: list[int], delay: float, items_n: int, rpm: int, window: 
     from rag.distributed.cluster import connect
     from rag.distributed.eval import RayRunner, SettingsProgram
     from rag.distributed.limiter import ACTOR_NAME
-    from rag.eval_cli import select_items
-    from rag.evaluate import run_eval
-    from rag.runs import read_records
+    from rag.eval.presets import select_items
+    from rag.eval.runner import run_eval
+    from rag.eval.runs import read_records
     from tests.delay_server import DelayServer
 
     server = DelayServer(delay=delay)
     # a private SIEVE_HOME (usage ledger, run folders), sharing this machine's ONNX encoder exports so the eval
     # index is built with the encoder a real build uses without exporting it again (torch) into the temp folder
-    from rag.encoder import encoders_dir
+    from rag.index.encoder import encoders_dir
 
     shared_encoders = encoders_dir()
     (work / "home").mkdir(parents=True, exist_ok=True)
@@ -307,7 +307,7 @@ def eval_part(workers: list[int], delay: float, items_n: int, rpm: int, window: 
         runner = RayRunner(SettingsProgram(settings, use_artifact=False), workers=count, limiter=limiter,
                            show_progress=True)
         server.reset()
-        from rag.agent import Sieve
+        from rag.agent.module import Sieve
 
         agent = Sieve(None, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
         summary = run_eval(items, agent, None, work / f"run-{count}-{limit}", "full", k=settings.top_k,

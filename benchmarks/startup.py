@@ -7,7 +7,7 @@
 Every figure is a fresh ``rag`` process (a *cold* start: interpreter, imports, index load, model load),
 except "warm search", which times ``Retriever.search`` in this process after a warm-up. The two paths are
 the ``embedding_runtime`` setting (``SIEVE_EMBEDDING_RUNTIME``): ``torch`` (sentence-transformers, as
-Sieve embedded before) and ``onnx`` (ONNX Runtime over the model's ONNX export, rag.encoder); each path
+Sieve embedded before) and ``onnx`` (ONNX Runtime over the model's ONNX export, rag.index.encoder); each path
 searches an index it built itself (torch: fp32; onnx: the default precision, int8). Both run in
 the same benchmark, interleaved, so their *ratio* is the figure that carries over to another machine or
 load; wall times depend on what else runs on the cores. CPU seconds (user + system of the process) and
@@ -178,9 +178,9 @@ def section_search(lines: list[str], env: dict[str, str], index_dirs: dict[str, 
 
 def section_warm(lines: list[str], index_dirs: dict[str, Path]) -> None:
     from rag.config import Settings
-    from rag.golden import load_golden
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     questions = [i.question for i in load_golden(ROOT / "golden" / "python_ref.jsonl")][:40]
     lines += ["## Warm search latency (in one process, after a warm-up; 40 golden questions)", "",
@@ -225,9 +225,9 @@ def section_ask(lines: list[str], env: dict[str, str], index_dirs: dict[str, Pat
 def section_index(lines: list[str], env: dict[str, str], work: Path, shared: Path, polygraph_chunks: int,
                   repeats: int) -> None:
     corpora: list[tuple[str, list[str], int]] = []
-    from rag.chunking import chunk_documents
     from rag.config import Settings
-    from rag.corpus import load_folder
+    from rag.ingest.chunking import chunk_documents
+    from rag.ingest.corpus import load_folder
 
     s = Settings()
     aegis = shared / "aegis" / "docs"
@@ -278,13 +278,13 @@ def section_index(lines: list[str], env: dict[str, str], work: Path, shared: Pat
 
 def section_quality(lines: list[str], work: Path, shared: Path, data: list[str]) -> None:
     from benchmarks.retrieval import aegis_items
-    from rag.chunking import chunk_documents, load_chunks_jsonl
     from rag.config import Settings
-    from rag.corpus import load_builtin_topics, load_folder
-    from rag.golden import load_golden
-    from rag.index import build_index
-    from rag.metrics import retrieval_report
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.eval.metrics import retrieval_report
+    from rag.index.store import build_index
+    from rag.ingest.chunking import chunk_documents, load_chunks_jsonl
+    from rag.ingest.corpus import load_builtin_topics, load_folder
+    from rag.retrieval.retriever import Retriever
 
     sets = [("built-in golden (all splits)", lambda s: chunk_documents(load_builtin_topics(), s.chunk_size, s.chunk_overlap),
              lambda: load_golden(ROOT / "golden" / "python_ref.jsonl"), ("recall@4", "mrr@4"))]
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     lines = ["# Start-up and indexing speed: torch path vs ONNX Runtime path", ""]
     try:
-        from rag.encoder import ensure_export
+        from rag.index.encoder import ensure_export
 
         t = time.perf_counter()
         folder = ensure_export("default")
@@ -374,11 +374,12 @@ def main(argv: list[str] | None = None) -> int:
         index_dirs = {runtime: work / f"builtin-index-{runtime}" for runtime in RUNTIMES}
         for runtime, index_dir in index_dirs.items():
             if args.search_topics:
-                from rag.chunking import chunk_documents
-                from rag.config import Settings
-                from rag.corpus import load_builtin_topics
-                from rag.index import build_index
                 from pydoc_data.topics import topics as all_topics
+
+                from rag.config import Settings
+                from rag.index.store import build_index
+                from rag.ingest.chunking import chunk_documents
+                from rag.ingest.corpus import load_builtin_topics
 
                 names = sorted(all_topics)[: args.search_topics]
                 s = Settings(index_dir=index_dir, embedding_runtime=runtime)

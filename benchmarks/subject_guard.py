@@ -4,7 +4,7 @@
     python benchmarks/subject_guard.py R.jsonl [--out benchmarks/results/subject_guard_dev.md]     # no LM
     python benchmarks/subject_guard.py --run benchmarks/results/eval-full-qwen1.5b                 # a test run
 
-The guard (``rag.context.missing_terms``) overrules a "relevant" verdict when a word of the subject the
+The guard (``rag.agent.context.missing_terms``) overrules a "relevant" verdict when a word of the subject the
 grader named appears in none of the passages it accepted. It is deterministic given the grader's output, so
 its variants can be compared on recorded grader calls without calling the LM again.
 
@@ -32,9 +32,8 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.context import _FILLER, missing_terms, split_citations  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
-
+from rag.agent.context import _FILLER, missing_terms, split_citations  # noqa: E402
 
 OLD_FILLER = _FILLER - {"vs", "versus"}  # the filler list before "vs" was added (chosen on dev with the rest)
 
@@ -53,7 +52,7 @@ def exact_missing_terms(subject: str, hits: Sequence) -> list[str]:
 def _missing_before_calls(subject: str, hits: Sequence, mentioned: Callable[[str, str], bool]) -> list[str]:
     """The guard's word loop before a call was checked by its name (commit 2d04f3f), with ``mentioned(part, text)``
     deciding whether a part, or its stem, is in the passages."""
-    from rag.context import _stem
+    from rag.agent.context import _stem
 
     text = " ".join(f"{getattr(h, 'title', '') or ''} {getattr(h, 'text', '') or ''}" for h in hits).lower()
     out = []
@@ -131,7 +130,7 @@ def from_probe(records: list[dict]) -> list[str]:
 
 def from_run(run: Path) -> list[str]:
     from rag.config import load_settings
-    from rag.index import Index
+    from rag.index.store import Index
 
     chunks = Index.load(settings=load_settings()).by_id  # the index the run used (the built-in one by default)
     note = re.compile(r"its subject '(.*)' is not in the accepted passages")

@@ -2,8 +2,8 @@
 
     python benchmarks/subject_shortcut.py RUN_DIR [RUN_DIR ...] [--out FILE]     # no LM calls
 
-The agent (``subject_shortcut``, rag.agent) rejects a context without a grade call when the subject the grader named
-earlier in the same question is in none of its passages (``rag.context.missing_terms``). It is deterministic given
+The agent (``subject_shortcut``, rag.agent.module) rejects a context without a grade call when the subject the grader named
+earlier in the same question is in none of its passages (``rag.agent.context.missing_terms``). It is deterministic given
 the recorded traces of a run made without it: for every grade step after the first of a question, it would have
 been skipped exactly when the subject named before is missing from the passages shown. Per run: those steps, how
 many the grader (after the subject guard) rejected anyway (the same decision) and which it accepted (the shortcut
@@ -25,9 +25,9 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rag.context import missing_terms  # noqa: E402
-from rag.runs import read_records  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
+from rag.agent.context import missing_terms  # noqa: E402
+from rag.eval.runs import read_records  # noqa: E402
 
 
 def passages(index_dir: Path) -> dict[str, SimpleNamespace]:

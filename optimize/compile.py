@@ -1,7 +1,7 @@
 """``rag compile``: optimize each role's prompt on ``train``, select on ``dev``, report ``test``.
 
 The optimizer never sees ``test``. Every role is scored before and after with its metric
-(optimize/roles.py), per example, so rag.artifacts can tell a dev gain from noise. Finished roles are checkpointed with what they spent, so an interrupted compile
+(optimize/roles.py), per example, so rag.agent.artifacts can tell a dev gain from noise. Finished roles are checkpointed with what they spent, so an interrupted compile
 re-runs only what is left (and the DSPy cache makes repeated LM calls free). The result is saved as an
 artifact. The ``agent`` role compiles the whole program end to end; its predictors are applied last.
 """
@@ -25,7 +25,7 @@ from dspy.utils.usage_tracker import UsageTracker
 from optimize.budget import CallCounter
 from optimize.optimizers import DEMO_PASSAGE_CHARS, MAX_DEMOS, OPTIMIZERS, calls_upper_bound, run_optimizer, search
 from optimize.tasks import build_tasks
-from rag import artifacts
+from rag.agent import artifacts
 from rag.config import ROLES, Settings, sieve_home
 from rag.errors import ConfigError, InputError
 
@@ -117,8 +117,8 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None, effort: str 
             getattr(biggest, split).pop()
     calls = {r: bound(t) for r, t in tasks.items()}
     tokens = {r: calls[r] * TOKENS_PER_CALL[r] for r in tasks}
-    from rag.lm.pricing import cost_usd  # list prices per model
-    from rag.lm.roles import GROQ_DEFAULTS
+    from rag.lm.configure import GROQ_DEFAULTS
+    from rag.usage.pricing import cost_usd  # list prices per model
 
     # ~85% of a call's tokens are prompt, ~15% output (benchmarks/lm.py)
     cost = sum(cost_usd(GROQ_DEFAULTS.get(r, GROQ_DEFAULTS["answerer"]), int(tokens[r] * 0.85), int(tokens[r] * 0.15))
@@ -129,7 +129,7 @@ def plan(tasks: dict[str, Any], optimizer: str, budget: int | None, effort: str 
 
 def score(program: dspy.Module, examples: list[dspy.Example], metric: Any, lm: dspy.BaseLM,
           show_progress: bool = True, label: str = "") -> tuple[float | None, list[float]]:
-    """(mean, per-example scores in example order): the per-example scores let rag.artifacts test a gain
+    """(mean, per-example scores in example order): the per-example scores let rag.agent.artifacts test a gain
     against noise, paired over the same examples."""
     if not examples:
         return None, []
@@ -163,10 +163,10 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     cache still answers repeated LM calls); ``max_demos`` caps the demos per predictor (each grader or answerer
     demo adds its passages to every call); ``demo_passage_chars`` cuts the passages of the train examples, which
     demos are made from (None: as the agent shows them); ``lms`` overrides the configured LMs per role (tests)."""
-    from rag.agent import Sieve
-    from rag.golden import load_golden
-    from rag.lm.roles import build_lm, lms_for_roles, resolve_specs
-    from rag.retrieve import Retriever
+    from rag.agent.module import Sieve
+    from rag.eval.golden import load_golden
+    from rag.lm.configure import build_lm, lms_for_roles, resolve_specs
+    from rag.retrieval.retriever import Retriever
 
     if max_demos < 0:
         raise ConfigError(f"--max-demos must be 0 or more, got {max_demos}")

@@ -1,8 +1,8 @@
 """One small DSPy program per role, its examples built from the golden set, and its metric.
 
 Each role is compiled on its own (cheaper and clearer than end to end on a small model), then the
-compiled predictor is put back into the agent. Each metric is a function of rag.decisions, the definitions
-``rag eval`` pools over a run (rag.agent_metrics), so a role's compile score and its eval figure agree:
+compiled predictor is put back into the agent. Each metric is a function of rag.eval.decisions, the definitions
+``rag eval`` pools over a run (rag.eval.agent_metrics), so a role's compile score and its eval figure agree:
 
     role      inputs                                   metric (1.0 = perfect)             reported by rag eval as
     grader    question, context (first retrieval)      grader_score: 0.6 x set-level      grader score
@@ -27,10 +27,10 @@ from typing import Any
 
 import dspy
 
-from rag.decisions import answer_score, grader_score, rewrite_succeeded
-from rag.adapter import shown_ids
-from rag.context import context_ids, extract_citations, format_context, split_citations
-from rag.judge import NO_PASSAGES
+from rag.agent.adapter import shown_ids
+from rag.agent.context import context_ids, extract_citations, format_context, split_citations
+from rag.eval.decisions import answer_score, grader_score, rewrite_succeeded
+from rag.eval.judging import NO_PASSAGES
 from signatures import Answerer, Grader, Judge, Rewriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
@@ -39,7 +39,7 @@ NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
 
 class _ContextStep(dspy.Module):
     """One role over (question, context), called as the agent calls it: with ``id_choices`` its ``*_ids`` outputs
-    may name only the passages in the context (``rag.adapter.shown_ids``)."""
+    may name only the passages in the context (``rag.agent.adapter.shown_ids``)."""
 
     signature: type[dspy.Signature]
 
@@ -140,14 +140,14 @@ def judge_example(label: dict[str, Any], reference_answer: str = "", passages: s
 
 # ------------------------------------------------------------------ metrics
 def grader_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
-    """rag.decisions.grader_score of this one grade step (rag eval's "grader score" is its mean over steps)."""
+    """rag.eval.decisions.grader_score of this one grade step (rag eval's "grader score" is its mean over steps)."""
     score = grader_score(bool(pred.relevant), example.shown_ids, [str(i) for i in (pred.relevant_chunk_ids or [])],
                          set(example.relevant_chunk_ids))
     return score >= 0.8 if trace is not None else score
 
 
 def make_rewriter_metric(retriever: Any, k: int, grade: dspy.Module | None) -> Callable[..., float]:
-    """rag.decisions.rewrite_succeeded for the new query: 1 when a gold chunk is in its top-k and ``grade`` then
+    """rag.eval.decisions.rewrite_succeeded for the new query: 1 when a gold chunk is in its top-k and ``grade`` then
     passes, else 0 (rag eval's rewrite success rate). ``grade=None`` scores the retrieval half alone (a probe)."""
     def rewriter_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
         query = " ".join(str(pred.query or "").split())

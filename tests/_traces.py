@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.golden import GoldenItem
+from rag.eval.golden import GoldenItem
 
 
 def item(iid, typ="answerable", evidence=()):
@@ -37,8 +37,8 @@ def pred(steps, refused=False, citations=(), invalid=()):
 
 
 def record(it, prediction, gold, *, judge=None, max_rewrites=2, k=4, error=None):
-    """An eval record as rag.evaluate writes it (the fields rag.diagnose and rag.report read)."""
-    from rag.agent_metrics import score_item
+    """An eval record as rag.eval.runner writes it (the fields rag.eval.diagnose and rag.report.markdown read)."""
+    from rag.eval.agent_metrics import score_item
 
     return {"id": it.id, "type": it.type, "question": it.question, "reference_answer": it.reference_answer,
             "should_refuse": it.should_refuse, "gold_ids": sorted(gold), "evidence": list(it.evidence),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.config import PROJECT_ROOT
+from rag.paths import PROJECT_ROOT
 from tests.retrieval_support import small_index
 
 MESSAGE = re.compile(r"^(Error: |Warning: |Interrupted: |gate failed: |gate passed )")
@@ -217,7 +217,7 @@ def text_file(name: str, text: str) -> Callable[[Path], None]:
 def run_folder(damage: str = "") -> Callable[[Path], None]:
     """u/run: a finished eval run of three items (hand-made records), damaged as asked."""
     def setup(u: Path) -> None:
-        from rag.runs import append_record, open_run, write_summary
+        from rag.eval.runs import append_record, open_run, write_summary
         from tests._traces import answer, item, pred, record, retrieve
 
         run = u / "run"

@@ -63,9 +63,9 @@ TINY_CHUNKS = [
 @pytest.fixture(scope="session")
 def tiny_index(tmp_path_factory):
     """A real bm25s + FAISS index over TINY_CHUNKS, built once per session."""
-    from rag.chunking import Chunk
     from rag.config import load_settings
-    from rag.index import build_index
+    from rag.index.store import build_index
+    from rag.ingest.chunking import Chunk
 
     index_dir = tmp_path_factory.mktemp("tiny-index")
     settings = load_settings({"index_dir": index_dir})
@@ -75,6 +75,6 @@ def tiny_index(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_retriever(tiny_index):
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     return Retriever(tiny_index, mode="hybrid", top_k=3)

@@ -26,11 +26,11 @@ class ScriptedProgram:
     def __call__(self):
         import dspy
 
-        from rag.agent import Sieve
+        from rag.agent.module import Sieve
         from rag.config import Settings
-        from rag.index import Index
-        from rag.judge import AnswerJudge
-        from rag.retrieve import Retriever
+        from rag.eval.judging import AnswerJudge
+        from rag.index.store import Index
+        from rag.retrieval.retriever import Retriever
         from tests.test_evaluate import ScriptedLM
 
         script, delay = PerCopyScript(), self.delay
@@ -70,8 +70,8 @@ class Caller:
         import dspy
 
         from rag.lm.groq import GroqEngine
-        from rag.lm.ledger import Ledger
         from rag.lm.limits import Limits, RetryPolicy
+        from rag.usage.ledger import Ledger
 
         if limiter is not None:
             from rag.distributed.limiter import use_cluster_limiter
@@ -130,7 +130,7 @@ class DyingLoopbackProgram(LoopbackProgram):
         import itertools
         import signal
 
-        from rag.lm import ledger
+        from rag.usage import ledger
 
         built = super().__call__()
         send, calls = ledger._send, itertools.count(1)

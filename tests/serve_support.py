@@ -13,8 +13,8 @@ import pytest
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils import DummyLM
 
+from rag.agent.program import Program
 from rag.config import ROLES
-from rag.program import Program
 from rag.serve.app import create_app
 from rag.serve.evalview import RunBrowser
 from rag.serve.programs import Programs
@@ -67,10 +67,10 @@ def gate() -> threading.Event:
 def serve_index(tmp_path_factory) -> Any:
     """The real index (bm25s + FAISS) over the two documents, built once per test session."""
     if "index" not in _INDEX:
-        from rag.chunking import chunk_documents
         from rag.config import load_settings
-        from rag.corpus import load_folder
-        from rag.index import build_index
+        from rag.index.store import build_index
+        from rag.ingest.chunking import chunk_documents
+        from rag.ingest.corpus import load_folder
 
         docs = tmp_path_factory.mktemp("serve-docs")
         (docs / "statements.md").write_text(STATEMENTS, encoding="utf-8")
@@ -106,7 +106,7 @@ class GatedLM(DummyLM):
         self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
         return self
 
-    def copy(self, **kwargs):  # rag.metering calls each predictor on a copy; DummyLM.copy sets plain engines
+    def copy(self, **kwargs):  # rag.usage.metering calls each predictor on a copy; DummyLM.copy sets plain engines
         return super().copy(**kwargs)._gated()
 
 
@@ -131,8 +131,8 @@ def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
 
 def scripted_programs(index: Any, lms: dict[str, dspy.BaseLM]) -> Programs:
     """The named configurations, each answered by the real agent over ``index`` with the scripted LMs."""
-    from rag.agent import Sieve
-    from rag.retrieve import Retriever
+    from rag.agent.module import Sieve
+    from rag.retrieval.retriever import Retriever
 
     def build(settings, use_artifact: bool) -> Program:
         retriever = Retriever(index, mode=settings.mode, top_k=settings.top_k)

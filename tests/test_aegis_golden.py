@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.golden import load_golden
+from rag.eval.golden import load_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 AEGIS = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "aegis"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rag.agent import REFUSAL, Sieve, prediction_to_dict
-from rag.trace import NODES
+from rag.agent.module import REFUSAL, Sieve, prediction_to_dict
+from rag.agent.trace import NODES
 
 pytestmark = pytest.mark.slow
 
@@ -16,8 +16,8 @@ def test_real_model_answers_or_refuses_with_a_valid_trace(tmp_path):
     import dspy
 
     from rag.config import Settings
-    from rag.lm.roles import configure_dspy, lms_for_roles
-    from rag.retrieve import Retriever
+    from rag.lm.configure import configure_dspy, lms_for_roles
+    from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import small_index
 
     settings = Settings(cache=False, cache_dir=tmp_path / "cache")

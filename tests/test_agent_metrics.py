@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from rag.agent_metrics import percentile, score_item, summarize
-from rag.stats import wilson
 from _traces import answer, grade, item, pred, retrieve, rewrite
 
+from rag.eval.agent_metrics import percentile, score_item, summarize
+from rag.stats.intervals import wilson
 
 # A: answerable, gold {a1}. First retrieval misses, grader rightly rejects, rewrite finds a1, grader accepts.
 A = (item("A", evidence=["needle one"]),
@@ -190,7 +189,7 @@ def test_refusal_rates_count_errored_items_and_error_rate_sits_beside_them():
     # the errored unanswerable item was not refused: 1 of 2 unanswerable refused (dropping it would say 1/1)
     assert m["metrics"]["correct_refusal_rate"] == 0.5 and m["metrics"]["false_refusal_rate"] == 0.5
     assert m["metrics"]["error_rate"] == 0.5 and m["counts"]["unanswerable"] == 2
-    from rag.report import ROWS
+    from rag.report.markdown import ROWS
 
     keys = [k for k, _, _ in ROWS]
     assert keys.index("error_rate") == keys.index("false_refusal_rate") + 1 == keys.index("correct_refusal_rate") + 2

@@ -1,4 +1,4 @@
-"""rag.analysis and rag.plots on the committed fixture: real `rag eval` runs (tests/fixtures/README.md).
+"""rag.report.analysis and rag.report.plots on the committed fixture: real `rag eval` runs (tests/fixtures/README.md).
 
 Expected values were counted by hand from tests/fixtures/runs/*/results.jsonl (ids, nodes, verdicts, judge).
 """
@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag import analysis, compare, plots
 from rag.errors import InputError
+from rag.report import analysis, compare, plots
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 IDS = ["pyref-a-003", "pyref-a-005", "pyref-a-008", "pyref-a-010", "pyref-a-013", "pyref-a-015", "pyref-a-018",
@@ -21,7 +21,7 @@ IDS = ["pyref-a-003", "pyref-a-005", "pyref-a-008", "pyref-a-010", "pyref-a-013"
 # a-008's judge failed to parse (unjudged). baseline: retrieve/answer only; a-013 judged wrong, binary#001 never
 # retrieved (retrieval miss). Grade steps (full), set level: tp a-003 a-005 a-015 a-018; fp a-008 a-010 and the
 # second grades of a-013 and a-020; fn a-020's first grade (shown comparisons#004, said not relevant); tn a-013's
-# first. Chunk level (4 shown per grade), scored on the passages the agent USED (rag.decisions.used_ids): a
+# first. Chunk level (4 shown per grade), scored on the passages the agent USED (rag.eval.decisions.used_ids): a
 # rejected grade used none, "relevant" without ids used all four. tp 4 (a-003, a-005, a-015, a-018: gold shown and
 # used), fn 1 (a-020#1 rejected the context holding comparisons#004, though it listed it), fp 3+3 (a-003, a-005)
 # +4 (a-008, no ids) +4 (a-010) +4 (a-013#2) +3+3 (a-015, a-018) +4 (a-020#2, no ids) = 28, tn 4 (a-013#1) + 3

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from rag.calibrate import agreement, cohen_kappa, label_interactively, load_labels, save_labels
 from rag.errors import InputError
+from rag.eval.calibrate import agreement, cohen_kappa, label_interactively, load_labels, save_labels
 
 
 def test_kappa_hand_cases():
@@ -79,7 +79,7 @@ def test_interactive_labelling_skips_quits_and_saves(tmp_path):
 
 
 def test_human_accuracy_counts_refusals_and_errors_as_wrong_and_leaves_out_unlabelled_answers():
-    from rag.calibrate import human_accuracy
+    from rag.eval.calibrate import human_accuracy
 
     def rec(iid, config="full", refused=False, answer="ans", status="ok", should_refuse=False):
         return {"id": iid, "config": config, "status": status, "should_refuse": should_refuse,
@@ -99,7 +99,7 @@ def test_human_accuracy_counts_refusals_and_errors_as_wrong_and_leaves_out_unlab
 
 
 def test_human_paired_compares_configs_on_their_common_labelled_items():
-    from rag.calibrate import human_paired
+    from rag.eval.calibrate import human_paired
 
     def rec(iid, config, answer):
         return {"id": iid, "config": config, "status": "ok", "should_refuse": False,
@@ -116,7 +116,7 @@ def test_human_paired_compares_configs_on_their_common_labelled_items():
 
 
 def test_grounded_outcomes_count_a_right_answer_its_citations_do_not_support_as_wrong():
-    from rag.calibrate import human_accuracy, human_paired
+    from rag.eval.calibrate import human_accuracy, human_paired
 
     def rec(iid, config, answer):
         return {"id": iid, "config": config, "status": "ok", "should_refuse": False,
@@ -134,7 +134,7 @@ def test_grounded_outcomes_count_a_right_answer_its_citations_do_not_support_as_
 
 
 def test_a_label_with_citations_applies_only_to_an_answer_citing_those_passages(tmp_path):
-    from rag.calibrate import human_accuracy
+    from rag.eval.calibrate import human_accuracy
 
     def rec(iid, config, cited):
         return {"id": iid, "config": config, "status": "ok", "should_refuse": False,

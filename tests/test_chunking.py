@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.chunking import Chunk, chunk_document, chunk_documents, load_chunks_jsonl
-from rag.corpus import Document, load_builtin_topics
 from rag.errors import ConfigError, InputError
+from rag.ingest.chunking import Chunk, chunk_document, chunk_documents, load_chunks_jsonl
+from rag.ingest.corpus import Document, load_builtin_topics
 
 POLICY = """# Travel Policy
 

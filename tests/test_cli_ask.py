@@ -1,4 +1,4 @@
-"""`rag ask` loads its retriever in a background thread while DSPy and the LMs are prepared (rag.cli._InBackground):
+"""`rag ask` loads its retriever in a background thread while DSPy and the LMs are prepared (rag.cli.common.InBackground):
 what that load raises still reaches the user as the one clean error line (a missing index, in a real process:
 tests/test_cli_retrieval.py), and Ctrl-C during it still exits 130."""
 
@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-import rag.cli
+import rag.cli.cmd_ask
+import rag.cli.common
 from tests.catalogue_support import check, damaged_index, run_cli
 
 
@@ -24,7 +25,7 @@ def test_index_part_damaged_is_the_rebuild_error(tmp_path: Path):
 def _waiting_for_the_load(thread: threading.Thread) -> bool:
     frame = sys._current_frames().get(thread.ident)
     while frame is not None:
-        if frame.f_code.co_name == "result" and frame.f_code.co_filename == rag.cli.__file__:
+        if frame.f_code.co_name == "result" and frame.f_code.co_filename == rag.cli.common.__file__:
             return True
         frame = frame.f_back
     return False
@@ -40,7 +41,7 @@ def test_ctrl_c_while_the_retriever_loads_exits_130(tmp_path: Path, monkeypatch)
         signal.pthread_kill(main.ident, signal.SIGINT)
         release.wait(60)
 
-    monkeypatch.setattr(rag.cli, "_load_retriever", slow_load)
+    monkeypatch.setattr(rag.cli.cmd_ask, "load_retriever", slow_load)
     # Python's own SIGINT handler, as in a new `rag` process: pytest itself may run with SIGINT ignored (SIG_IGN is
     # inherited by a job started in the background, as `cmd &` in a non-interactive shell does)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

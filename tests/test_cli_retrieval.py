@@ -113,7 +113,7 @@ def test_user_errors_are_domain_errors(tmp_path: Path, docs: Path):
     assert not (tmp_path / "i").exists()
 
 
-# ask loads its retriever in a background thread (rag.cli._InBackground): what that raises is the same one line
+# ask loads its retriever in a background thread (rag.cli.common.InBackground): what that raises is the same one line
 @pytest.mark.parametrize("command", [["search", "hello"], ["ask", "what does assert do?"]], ids=["search", "ask"])
 def test_real_process_prints_one_clean_error_line(tmp_path: Path, command: list[str]):
     env = {**os.environ, "SIEVE_HOME": str(tmp_path / "home")}

@@ -1,4 +1,4 @@
-"""rag.compare on a real artifact written by rag.artifacts.save, and on the committed runs fixture."""
+"""rag.report.compare on a real artifact written by rag.agent.artifacts.save, and on the committed runs fixture."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import dspy
 import pandas as pd
 import pytest
 
-from rag import artifacts, compare
-from rag.analysis import load_runs
+from rag.agent import artifacts
+from rag.report import compare
+from rag.report.analysis import load_runs
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 NEW_GRADER = "Say relevant only when a passage states the answer outright."
@@ -18,7 +19,7 @@ NEW_GRADER = "Say relevant only when a passage states the answer outright."
 @pytest.fixture(scope="module")
 def artifact_dir(tmp_path_factory) -> Path:
     """One compiled-looking artifact: the grader's instructions rewritten and one demo; a judge with a demo."""
-    from rag.agent import Sieve
+    from rag.agent.module import Sieve
     from signatures import Judge
 
     agent = Sieve(None)

@@ -9,8 +9,8 @@ import pytest
 from dspy.utils import DummyLM
 
 from optimize.compile import compile_program, parse_roles
-from rag import artifacts
-from rag.agent import Sieve
+from rag.agent import artifacts
+from rag.agent.module import Sieve
 from rag.config import load_settings
 from rag.errors import ArtifactError, ConfigError, InputError
 
@@ -69,7 +69,7 @@ def test_compile_writes_an_artifact_that_loads_back_and_behaves_the_same(setup):
     state = json.loads(art.program_path.read_text())
     assert state["grade"]["demos"], "bootstrap should have kept passing grader demos"
 
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     retriever = Retriever.from_settings(settings)
     fresh, loaded = Sieve(retriever, top_k=3), Sieve(retriever, top_k=3)
@@ -80,7 +80,7 @@ def test_compile_writes_an_artifact_that_loads_back_and_behaves_the_same(setup):
     again.load(str(art.program_path))
 
     def grader_prompt(agent: Sieve) -> str:  # what the grader is sent for a test question
-        from dspy.clients.base_lm import GLOBAL_HISTORY  # the agent calls a private copy of the LM (rag.metering)
+        from dspy.clients.base_lm import GLOBAL_HISTORY  # the agent calls a private copy of the LM (rag.usage.metering)
 
         with dspy.context(lm=DummyLM(REPLIES)):
             agent(question="Which method implements len()?")
@@ -232,7 +232,7 @@ def test_random_search_compiles_and_saves(setup):
 
 # MIPROv2 and GEPA call the LM with their own signatures too (GEPA's reflection always through a JSONAdapter), so
 # this script answers every signature, keyed by the output fields a JSONAdapter prompt asks for, as production
-# (rag.lm.roles.configure_dspy) configures it.
+# (rag.lm.configure.configure_dspy) configures it.
 JSON_REPLIES = {
     "`relevant_chunk_ids`": REPLIES["`[[ ## relevant_chunk_ids ## ]]`"],
     "`query`": REPLIES["`[[ ## query ## ]]`"],
@@ -365,8 +365,8 @@ def test_max_demos_caps_the_demos_of_every_role_and_is_recorded(setup):
 
 def test_role_examples_show_passages_cut_as_the_agent_cuts_them(setup):
     from optimize.tasks import build_tasks
-    from rag.golden import load_golden
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.retrieval.retriever import Retriever
 
     settings, golden, _ = setup
     items, retriever = load_golden(golden), Retriever.from_settings(settings)
@@ -381,8 +381,8 @@ def test_answerer_examples_show_the_context_the_agents_answerer_reads(setup):
     """With answer_context="graded" the agent's answerer reads the whole graded retrieval, not only the gold
     passages: compiling scores it (and draws its demos) on that same task; a labelled demo cites only the gold."""
     from optimize.tasks import build_tasks
-    from rag.golden import gold_chunk_ids, load_golden
-    from rag.retrieve import Retriever
+    from rag.eval.golden import gold_chunk_ids, load_golden
+    from rag.retrieval.retriever import Retriever
 
     settings, golden, _ = setup
     items, retriever = load_golden(golden), Retriever.from_settings(settings)
@@ -405,8 +405,8 @@ def test_answerer_examples_show_the_context_the_agents_answerer_reads(setup):
 
 def test_demo_sources_show_passages_cut_to_demo_chars_and_scored_splits_do_not(setup):
     from optimize.tasks import build_tasks
-    from rag.golden import load_golden
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.retrieval.retriever import Retriever
 
     settings, golden, _ = setup
     items, retriever = load_golden(golden), Retriever.from_settings(settings)
@@ -430,7 +430,7 @@ def test_the_whole_agent_compiles_end_to_end(setup):
     state = json.loads(result.artifact.program_path.read_text())
     assert state["grade"]["demos"] and state["respond"]["demos"], "demos bootstrapped from whole-agent traces"
     assert all("context" in d for d in state["grade"]["demos"] + state["respond"]["demos"]), "no raw golden rows"
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     agent = Sieve(Retriever.from_settings(settings), top_k=3)
     artifacts.apply(agent, artifacts.load(result.artifact.path))
@@ -454,8 +454,8 @@ def test_capped_splits_keep_every_question_type(setup):
     """The golden file is sorted by type; a cap must not leave only answerable items in a split."""
     from optimize.compile import plan
     from optimize.tasks import build_tasks
-    from rag.golden import load_golden
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.retrieval.retriever import Retriever
 
     settings, golden, _ = setup
     tasks = build_tasks(["grader", "agent"], load_golden(golden), Retriever.from_settings(settings), settings)
@@ -467,13 +467,13 @@ def test_capped_splits_keep_every_question_type(setup):
 
 def test_finished_work_is_reused_only_for_the_same_examples(setup, capsys, monkeypatch):
     """Same golden file, same split sizes, other examples (as when the stratification changes): no reuse."""
-    import rag.golden
+    import rag.eval.golden
 
     settings, golden, lms = setup
     kw = dict(golden=golden, roles=["grader"], lms=lms, show_progress=False, max_examples=(1, 1, 1))
     compile_program(settings, out="one", **kw)
     capsys.readouterr()
-    monkeypatch.setattr(rag.golden, "interleave_types", lambda items: list(reversed(items)))
+    monkeypatch.setattr(rag.eval.golden, "interleave_types", lambda items: list(reversed(items)))
     compile_program(settings, out="two", **kw)
     assert "reusing finished work" not in capsys.readouterr().err
     compile_program(settings, out="three", **kw)
@@ -522,7 +522,7 @@ def test_the_judge_compiles_against_human_labels_as_rag_calibrate_writes_them(se
 def test_judge_labels_without_a_split_say_how_to_label_one(tiny_retriever, tmp_path):
     from optimize.tasks import build_tasks
     from rag.config import PROJECT_ROOT, Settings
-    from rag.golden import load_golden
+    from rag.eval.golden import load_golden
 
     items = load_golden(PROJECT_ROOT / "golden" / "python_ref.jsonl")
     committed = PROJECT_ROOT / "golden" / "judge_labels.jsonl"
@@ -550,8 +550,8 @@ def test_judge_examples_read_the_passages_the_labelled_answer_cites(setup, tmp_p
     """Labels store no context; "faithful" was labelled against the passages the answer cites, so a judge example
     shows those (as rag eval's judge sees passages), not an empty context."""
     from optimize.tasks import build_tasks
-    from rag.golden import load_golden
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.retrieval.retriever import Retriever
 
     settings, golden, _ = setup
     items, retriever = load_golden(golden), Retriever.from_settings(settings)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rag.config import PROJECT_ROOT
+from rag.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 SPLITS = {"pyref-a-001": "train", "pyref-u-001": "train", "pyref-a-002": "dev", "pyref-u-002": "dev",
@@ -15,11 +15,11 @@ SPLITS = {"pyref-a-001": "train", "pyref-u-001": "train", "pyref-a-002": "dev", 
 
 def test_tiny_real_compile_of_the_grader(tmp_path):
     from optimize.compile import compile_program
-    from rag import artifacts
-    from rag.agent import Sieve
+    from rag.agent import artifacts
+    from rag.agent.module import Sieve
     from rag.config import Settings
-    from rag.lm.roles import configure_dspy
-    from rag.retrieve import Retriever
+    from rag.lm.configure import configure_dspy
+    from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import small_index
 
     rows = [json.loads(line) for line in (PROJECT_ROOT / "golden" / "python_ref.jsonl").read_text().splitlines()]

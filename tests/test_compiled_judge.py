@@ -10,12 +10,12 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from rag import artifacts
-from rag.agent import Sieve
-from rag.lm.roles import resolve_specs
+from rag.agent import artifacts
+from rag.agent.module import Sieve
+from rag.lm.configure import resolve_specs
 from signatures import Judge
 
-# keyed by the output keys rag.adapter.SieveAdapter lists at the end of each role's prompt (rag eval configures it)
+# keyed by the output keys rag.agent.adapter.SieveAdapter lists at the end of each role's prompt (rag eval configures it)
 REPLIES = {
     "- relevant_chunk_ids (": {"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True,
                                "reason": "it says so"},
@@ -42,10 +42,10 @@ def eval_setup(tmp_path, tiny_index, monkeypatch):
     from rag.config import load_settings
 
     monkeypatch.chdir(tmp_path)  # no sieve.toml
-    from rag.adapter import SieveAdapter
+    from rag.agent.adapter import SieveAdapter
 
     lm = DummyLM(REPLIES, adapter=SieveAdapter())
-    monkeypatch.setattr("rag.lm.roles.lms_for_roles", lambda settings: {r: lm for r in
+    monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {r: lm for r in
                                                                         ("grader", "rewriter", "answerer", "judge")})
     golden = tmp_path / "golden.jsonl"
     golden.write_text(json.dumps({"id": "a1", "type": "answerable", "question": "What does the with statement wrap?",
@@ -56,8 +56,9 @@ def eval_setup(tmp_path, tiny_index, monkeypatch):
 
 
 def _eval(tmp_path, golden, sets, capsys, use_artifact=True):
-    from rag.eval_cli import run_agent_eval_cli
     from dspy.clients.base_lm import GLOBAL_HISTORY
+
+    from rag.cli.cmd_eval import run_agent_eval_cli
 
     out = tmp_path / "run"
     code = run_agent_eval_cli("full", golden=golden, set_pairs=sets, out=out, show_progress=False, json_out=True,

@@ -1,7 +1,7 @@
 """Context fencing and citation resolution (pure functions)."""
 
-from rag.context import clean_answer, extract_citations, format_context, split_citations
-from rag.retrieve import Hit
+from rag.agent.context import clean_answer, extract_citations, format_context, split_citations
+from rag.retrieval.retriever import Hit
 
 SHOWN = ["with#001", "nonlocal#003"]
 
@@ -32,7 +32,7 @@ class _Passage:
 
 
 def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
-    from rag.context import missing_terms
+    from rag.agent.context import missing_terms
 
     popitem = [_Passage("popitem()\n   Remove and return a (key, value) pair. Pairs are returned in LIFO order.", "Mapping Types — dict")]
     assert missing_terms("dict.popitem()", popitem) == []  # each dotted part is mentioned, apart
@@ -63,7 +63,7 @@ def test_the_subject_guard_matches_word_forms_and_dotted_names_part_by_part():
 
 def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
     """benchmarks/subject_guard.py re-runs the guard on recorded grader calls: "[2]" and a copied header name one
-    passage, as rag.context.resolve reads them, not "none named, so all four" (its first version's mistake)."""
+    passage, as rag.agent.context.resolve reads them, not "none named, so all four" (its first version's mistake)."""
     from benchmarks.subject_guard import accepted
 
     hits = [{"chunk_id": f"p#00{i}", "title": f"Passage {i}", "text": f"text {i}"} for i in range(1, 5)]
@@ -73,7 +73,7 @@ def test_the_guard_benchmark_reads_the_graders_ids_as_the_agent_does():
 
 
 def test_context_ids_reads_back_the_ids_format_context_wrote():
-    from rag.context import context_ids
+    from rag.agent.context import context_ids
 
     hits = [Hit(chunk_id=cid, text=f"text of {cid} [not#001]", title="T", source="s", rank=i, score=1.0, stages={})
             for i, cid in enumerate(["with#001", "docs/a b.md#002", "compound#004"], 1)]

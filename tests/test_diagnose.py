@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _traces import answer, grade, item, pred, record, retrieve, rewrite
 
-from rag.diagnose import diagnose, is_failure
+from rag.eval.diagnose import diagnose, is_failure
 
 REFUSE = {"node": "refuse", "latency_ms": 0.0}
 RIGHT = {"correct": True, "faithful": True, "reason": "same fact"}
@@ -66,7 +66,7 @@ def test_generation_error_and_no_refusal_path_and_agent_error():
 def test_a_gold_text_kept_under_another_id_is_gold_in_diagnosis_and_in_the_trace_view():
     # retrieval kept s1 and left out its duplicate g1 (the gold id): the context held the gold text and the grader
     # rightly accepted it, so a wrong answer is a generation error, not a retrieval miss
-    from rag.trace_view import render_trace
+    from rag.report.trace_view import render_trace
 
     hits = retrieve("s1", "x")
     hits["hits"][0]["duplicates"] = ["g1"]

@@ -80,7 +80,7 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
     import numpy as np
 
     from rag.distributed.embed import EmbedWorker, onnx_shards
-    from rag.encoder import BATCH_SIZE, MAX_BATCH_TOKENS, index_encoder
+    from rag.index.encoder import BATCH_SIZE, MAX_BATCH_TOKENS, index_encoder
 
     encoder, record = index_encoder("default", "onnx")
     words = "the with statement wraps a block in a context manager whose exit method always runs".split()
@@ -108,7 +108,7 @@ def test_a_shard_of_whole_batches_embeds_bit_for_bit_as_the_whole_list():
 def test_a_capturing_process_hands_its_ledger_rows_to_the_one_that_writes_them(tmp_path, monkeypatch):
     """What a Ray eval worker does: each call's row goes to ``send`` as the call ends, nothing is written where the
     call was made, and the driver writes the rows as they were (day, model, tokens), once."""
-    from rag.lm import ledger as L
+    from rag.usage import ledger as L
 
     monkeypatch.setattr(L, "_send", None)
     worker_side, sent = L.Ledger(tmp_path / "worker.sqlite"), []

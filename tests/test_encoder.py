@@ -1,4 +1,4 @@
-"""The torch-free query path (rag.encoder): ONNX Runtime vectors equal sentence-transformers', the index
+"""The torch-free query path (rag.index.encoder): ONNX Runtime vectors equal sentence-transformers', the index
 manifest records its encoder and the query side follows it, and the commands that need no model never
 import torch.
 
@@ -81,8 +81,8 @@ def test_rag_models_with_its_check_never_imports_torch(tmp_path: Path):
 
 
 def test_onnx_query_vectors_match_sentence_transformers():
-    from rag.embeddings import embed
-    from rag.encoder import MIN_COSINE, ensure_export, load_encoder
+    from rag.index.embeddings import embed
+    from rag.index.encoder import MIN_COSINE, ensure_export, load_encoder
 
     texts = real_queries()
     assert len(texts) >= 300 or not SHARED.is_dir(), len(texts)
@@ -98,7 +98,7 @@ def test_onnx_query_vectors_match_sentence_transformers():
 
 
 def test_manifest_records_the_encoder_and_search_runs_without_torch():
-    import rag.encoder as enc
+    import rag.index.encoder as enc
     from rag.config import Settings
 
     assert Settings().embedding_precision == "auto"
@@ -110,7 +110,7 @@ def test_manifest_records_the_encoder_and_search_runs_without_torch():
     assert len(record["model_sha256"]) == 64 and record["id"].startswith(record["model_sha256"][:16])
     home = Path(os.environ["SIEVE_HOME"])
     assert (home / "encoders" / record["id"] / "model.onnx").is_file()
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     expected = [h.chunk_id for h in Retriever(index, mode="hybrid", top_k=3).search("what does assert do")]
     for mode in ("bm25", "dense", "hybrid"):
@@ -124,8 +124,8 @@ def test_manifest_records_the_encoder_and_search_runs_without_torch():
 
 def test_torch_runtime_gives_the_same_hits(tmp_path: Path):
     from rag.config import Settings
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     root = copy_index(tmp_path / "idx", fp32=True)
     onnx = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
@@ -144,10 +144,10 @@ def _edit_manifest(root: Path, change) -> None:
 
 def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                           monkeypatch: pytest.MonkeyPatch):
-    import rag.encoder as enc
+    import rag.index.encoder as enc
     from rag.config import Settings
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     root = copy_index(tmp_path / "old", fp32=True)  # indexes from before the record were all fp32
     _edit_manifest(root, lambda m: m["embedding"].pop("encoder"))
@@ -183,8 +183,8 @@ def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys
 
 def test_a_changed_model_is_refused_with_the_fix(tmp_path: Path):
     from rag.config import Settings
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     root = copy_index(tmp_path / "changed", fp32=True)
 
@@ -203,8 +203,8 @@ def test_a_changed_model_is_refused_with_the_fix(tmp_path: Path):
 
 def test_an_int8_index_is_not_queried_with_torch(tmp_path: Path):
     from rag.config import Settings
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     root = copy_index(tmp_path / "int8")
     _edit_manifest(root, lambda m: m["embedding"]["encoder"].update(precision="int8"))
@@ -221,14 +221,14 @@ def test_unknown_runtime_is_a_config_error():
         load_settings({"embedding_runtime": "tf"})
     with pytest.raises(ConfigError, match="embedding_precision='int4' is not allowed; use one of: auto, fp32, int8"):
         load_settings({"embedding_precision": "int4"})
-    import rag.encoder as enc
+    import rag.index.encoder as enc
 
     with pytest.raises(ConfigError, match="use one of: fp32, int8"):  # an encoder is made at a resolved precision
         enc.ensure_export("default", precision="auto")
 
 
 def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
-    import rag.encoder as enc
+    import rag.index.encoder as enc
 
     first = enc.ensure_export("default")
     meta = json.loads((first / enc.META_FILE).read_text(encoding="utf-8"))
@@ -238,9 +238,9 @@ def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path: Path):
-    import rag.encoder as enc
-    from rag.index import build_index
-    from rag.retrieve import Retriever
+    import rag.index.encoder as enc
+    from rag.index.store import build_index
+    from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import settings, small_chunks
 
     root = copy_index(tmp_path / "i8", fp32=True)  # an fp32 index in place: its vectors must not be reused at int8
@@ -259,7 +259,7 @@ def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path:
 def test_int8_vectors_stay_close_to_fp32_on_real_text():
     """The int8 recipe keeps every vector near its fp32 twin on the golden set's and the shared benchmarks'
     questions and answers (recipe 1, per-tensor weights, fell to 0.78 on real chunks on an AVX2 CPU)."""
-    import rag.encoder as enc
+    import rag.index.encoder as enc
 
     texts = real_queries()
     fp32 = enc.load_encoder(str(enc.ensure_export("default"))).encode(texts)
@@ -275,8 +275,8 @@ def test_an_index_from_another_int8_recipe_is_refused_with_the_fix(tmp_path: Pat
     """An int8 index whose encoder folder is gone, made by an older quantization recipe: exporting today's
     recipe would give other vectors than the index holds, so the query is refused with the rebuild command."""
     from rag.config import Settings
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     root = copy_index(tmp_path / "old-int8")
 
@@ -296,7 +296,7 @@ def test_int8_embeds_each_text_alone_so_its_vector_does_not_depend_on_its_batch(
     """Dynamic int8 quantization scales a batch's activations together: batched, a passage's vector depended
     on the texts beside it (cosine 0.98). int8 embeds one text per batch, so a passage indexed among hundreds
     gets the vector it gets alone (its query-time encoding); fp32 stays batched."""
-    import rag.encoder as enc
+    import rag.index.encoder as enc
 
     texts = real_queries()[:60] + list(enc.SAMPLE_TEXTS)
     int8 = enc.OnnxEncoder(enc.ensure_export("default", precision="int8"), threads=2)
@@ -312,7 +312,7 @@ def test_int8_sessions_side_by_side_give_one_sessions_vectors_and_are_kept():
     """With several cores an int8 encoder runs its batches on one single-threaded session per core at once;
     the vectors, their order and the progress count are those of one session embedding them in turn, and the
     sessions are made once, then reused by the next call."""
-    import rag.encoder as enc
+    import rag.index.encoder as enc
 
     folder = enc.ensure_export("default", precision="int8")
     texts = real_queries()[:80]
@@ -331,7 +331,7 @@ def test_int8_sessions_side_by_side_give_one_sessions_vectors_and_are_kept():
 def test_auto_precision_is_int8_on_onnx_fp32_on_torch_and_falls_back_to_fp32(monkeypatch: pytest.MonkeyPatch):
     """The default ``embedding_precision = "auto"``: int8 on ONNX Runtime, fp32 on torch; where the int8 encoder
     cannot be made or fails its check on this CPU, one note and an fp32 index instead of no index."""
-    import rag.encoder as enc
+    import rag.index.encoder as enc
     from rag.errors import ModelError
 
     notes: list[str] = []

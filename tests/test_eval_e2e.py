@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rag.cli import app
-from rag.config import PROJECT_ROOT
+from rag.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 IDS = ("pyref-a-005", "pyref-v-015", "pyref-u-001")

@@ -16,15 +16,15 @@ from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.lm15 import Message, Response, TextPart, Usage
 from dspy.utils import DummyLM
 
-from rag.agent import Sieve
-from rag.chunking import Chunk
+from rag.agent.module import Sieve
 from rag.config import Settings
 from rag.errors import ModelError
-from rag.evaluate import run_eval
-from rag.golden import GoldenItem
-from rag.index import build_index
-from rag.retrieve import Retriever
-from rag.runs import read_records
+from rag.eval.golden import GoldenItem
+from rag.eval.runner import run_eval
+from rag.eval.runs import read_records
+from rag.index.store import build_index
+from rag.ingest.chunking import Chunk
+from rag.retrieval.retriever import Retriever
 
 DOCS = {
     "festival.md#000": ("Zorbel festival", "The zorbel festival is held every April in the town of Quenton."),
@@ -201,7 +201,7 @@ def test_limit_and_agent_errors_are_recorded(retriever, tmp_path):
 def test_a_run_killed_outright_still_knows_its_selection(retriever, tmp_path):
     """summary.json holds the selection before the first item runs: a SIGKILL mid-run (no except clause runs)
     leaves rag report saying how many of the selected items are done, not "n/n complete"."""
-    from rag.report import load_run
+    from rag.report.markdown import load_run
 
     out = tmp_path / "run"
     seen = []

@@ -25,10 +25,29 @@ from pathlib import Path
 
 import pytest
 
-from rag.config import PROJECT_ROOT
-from tests.catalogue_support import (GOLDEN, Outcome, artifact_copy, both, check, checksums, chunks_file, damaged_index,
-                                     docs_folder, files, golden, index_with_notes, indexed, not_embedded,
-                                     only_foreign_manifest, run_cli, run_folder, says_in_stdout, text_file, web_app)
+from rag.paths import PROJECT_ROOT
+from tests.catalogue_support import (
+    GOLDEN,
+    Outcome,
+    artifact_copy,
+    both,
+    check,
+    checksums,
+    chunks_file,
+    damaged_index,
+    docs_folder,
+    files,
+    golden,
+    index_with_notes,
+    indexed,
+    not_embedded,
+    only_foreign_manifest,
+    run_cli,
+    run_folder,
+    says_in_stdout,
+    text_file,
+    web_app,
+)
 from tests.retrieval_support import small_index
 
 

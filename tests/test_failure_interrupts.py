@@ -41,7 +41,7 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_concurrent_index_builds(user: Path):
-    from rag.index_dir import build_lock
+    from rag.index.layout import build_lock
 
     docs_folder(user)
     idx = index_copy(user)
@@ -57,30 +57,30 @@ def test_concurrent_index_builds(user: Path):
 
 
 def test_sigint_mid_index_then_rerun(user: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.index
+    import rag.index.store
 
     docs_folder(user)
     idx = index_copy(user)
     before = checksums(user)
-    real = rag.index._encode  # the embedding step of a build, whichever runtime embeds
+    real = rag.index.store._encode  # the embedding step of a build, whichever runtime embeds
 
     def embed_then_ctrl_c(*args, **kwargs):
         vectors = real(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT, delivered while the build is under way
         return vectors
 
-    monkeypatch.setattr(rag.index, "_encode", embed_then_ctrl_c)
+    monkeypatch.setattr(rag.index.store, "_encode", embed_then_ctrl_c)
     res = run_cli("index", user / "docs", "--index-dir", idx, "-q")
     check(res, 130, r"^Interrupted: the index at .*/idx was not changed .*run the same command again")
     assert checksums(user) == before  # the previous index is intact
     assert sorted(p.name for p in user.iterdir()) == ["docs", "idx"]  # no temporary folder, no lock left
-    monkeypatch.setattr(rag.index, "_encode", real)
+    monkeypatch.setattr(rag.index.store, "_encode", real)
     res = run_cli("index", user / "docs", "--index-dir", idx, "-q")
     assert res.code == 0 and "Indexed 2 chunks" in res.out, res.err
 
 
 def test_sigint_during_retrieval_only(user: Path, monkeypatch: pytest.MonkeyPatch):
-    from rag.retrieve import Retriever
+    from rag.retrieval.retriever import Retriever
 
     golden()(user)
     real = Retriever.search
@@ -115,7 +115,7 @@ def scripted_lms(monkeypatch: pytest.MonkeyPatch, ctrl_c_at: int | None = None) 
     from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
     from dspy.utils import DummyLM
 
-    import rag.lm.roles
+    import rag.lm.configure
 
     calls: list[int] = []
 
@@ -145,7 +145,7 @@ def scripted_lms(monkeypatch: pytest.MonkeyPatch, ctrl_c_at: int | None = None) 
                "answerer": {"answer": "It checks a condition [assert#000].", "cited_ids": ["assert#000"]},
                "judge": {"reason": "ok", "correct": True, "faithful": True}}
     lms = {role: Scripted(reply) for role, reply in replies.items()}
-    monkeypatch.setattr(rag.lm.roles, "lms_for_roles", lambda settings: lms)
+    monkeypatch.setattr(rag.lm.configure, "lms_for_roles", lambda settings: lms)
     return calls
 
 

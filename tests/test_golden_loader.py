@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.chunking import Chunk
 from rag.errors import InputError
-from rag.golden import GoldenItem, gold_chunk_ids, load_golden, to_examples
+from rag.eval.golden import GoldenItem, gold_chunk_ids, load_golden, to_examples
+from rag.ingest.chunking import Chunk
 from tests.retrieval_support import SHARED
 
 GOOD = [

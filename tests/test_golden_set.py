@@ -13,9 +13,9 @@ import sys
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import pytest
-from pydoc_data.topics import topics
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "python_ref.jsonl"
 

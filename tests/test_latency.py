@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from _traces import answer, grade, item, pred, retrieve
 
-from rag.agent_metrics import score_item
-from rag.latency import LatencyLedger
+from rag.eval.agent_metrics import score_item
+from rag.usage.latency import LatencyLedger
 
 
 def test_ledger_stamps_cached_steps_across_sessions(tmp_path):

@@ -10,10 +10,10 @@ import pytest
 from rag.errors import QuotaExhausted
 from rag.lm import groq as groq_module
 from rag.lm.groq import AsyncGroqEngine, GroqEngine
-from rag.lm.ledger import Ledger
 from rag.lm.limits import RetryPolicy
 from rag.lm.local import find_smollm2_gguf
-from rag.lm.trace import LMCall, record_calls
+from rag.usage.calls import LMCall, record_calls
+from rag.usage.ledger import Ledger
 from tests.lm_loopback import Fault, FaultProxy, LlamaServer, groq_error
 
 SLOW = pytest.mark.slow  # the tests that start the loopback server; the pure-function ones stay in the quick suite
@@ -150,7 +150,7 @@ def test_slow_server_times_out_and_retries_are_bounded(proxy, tmp_path):
 @SLOW
 def test_daily_quota_stops_cleanly_and_resumes_from_cache(proxy, tmp_path):
     from rag.config import Settings
-    from rag.lm.roles import configure_dspy
+    from rag.lm.configure import configure_dspy
 
     old_cache = dspy.cache
     configure_dspy(Settings(cache_dir=tmp_path / "cache"), adapter=False)

@@ -5,7 +5,6 @@ import time
 import pytest
 
 from rag.errors import ConfigError, QuotaExhausted
-from rag.lm.ledger import Ledger
 from rag.lm.limits import (
     FREE_TIER,
     DailyQuotaExhausted,
@@ -16,7 +15,8 @@ from rag.lm.limits import (
     parse_rate_limits,
     parse_retry_after,
 )
-from rag.lm.pricing import cost_of_usage, cost_usd
+from rag.usage.ledger import Ledger
+from rag.usage.pricing import cost_of_usage, cost_usd
 
 
 def test_limiter_waits_for_requests_per_window():

@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 from rag.cli import app
 from rag.config import Settings
 from rag.errors import ConfigError
+from rag.lm.configure import GROQ_DEFAULTS, build_lm, lms_for_roles, resolve_specs
 from rag.lm.groq import GroqEngine
-from rag.lm.ledger import Ledger
 from rag.lm.local import LlamaCppEngine
-from rag.lm.roles import GROQ_DEFAULTS, build_lm, lms_for_roles, resolve_specs
+from rag.usage.ledger import Ledger
 
 
 @pytest.fixture
@@ -93,8 +93,8 @@ def test_lms_save_and_load_without_secrets(no_key, monkeypatch):
 
 
 def test_the_demo_position_setting_reaches_the_adapter_and_is_checked(tmp_path):
-    from rag.adapter import SieveAdapter
-    from rag.lm.roles import configure_dspy
+    from rag.agent.adapter import SieveAdapter
+    from rag.lm.configure import configure_dspy
 
     configure_dspy(Settings(cache=False, cache_dir=tmp_path, demo_position="before"))  # as test_agent_e2e does
     assert isinstance(dspy.settings.adapter, SieveAdapter) and dspy.settings.adapter.demo_position == "before"

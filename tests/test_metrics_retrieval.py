@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from rag.golden import GoldenItem
-from rag.metrics import hit_at_k, mrr_at_k, needle_recall, recall_at_k, retrieval_report
+from rag.eval.golden import GoldenItem
+from rag.eval.metrics import hit_at_k, mrr_at_k, needle_recall, recall_at_k, retrieval_report
 
 RANKED = ["a", "b", "c", "d", "e"]
 
@@ -56,8 +56,8 @@ def item(id_: str, question: str, ids=(), evidence=()) -> GoldenItem:
 
 
 def test_retrieval_report_on_a_real_index():
+    from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import small_index
-    from rag.retrieve import Retriever
 
     retriever = Retriever(small_index(), mode="bm25")
     items = [
@@ -75,7 +75,7 @@ def test_retrieval_report_on_a_real_index():
     assert report["mrr@4"] == pytest.approx(expected, abs=1e-4)
     assert report["needle_recall@4"] == rows["q2"]["needle_recall@4"]
     # every figure with its 95% interval and n: hit@4 is a share of the 2 scored items (Wilson), MRR a bootstrap mean
-    from rag.stats import wilson
+    from rag.stats.intervals import wilson
 
     hits = int(round(report["hit@4"] * 2))
     assert report["ci"]["hit@4"] == {"lo": round(wilson(hits, 2)[0], 4), "hi": round(wilson(hits, 2)[1], 4), "n": 2,
@@ -85,7 +85,7 @@ def test_retrieval_report_on_a_real_index():
 
 
 def test_with_duplicates_adds_the_ids_a_gold_hit_brings():
-    from rag.metrics import hit_ids, with_duplicates
+    from rag.eval.metrics import hit_ids, with_duplicates
 
     hits = [{"chunk_id": "a", "duplicates": ["a2"]}, {"chunk_id": "b"}, {"chunk_id": "c", "duplicates": ["c2", "c3"]}]
     assert hit_ids(hits[0]) == ["a", "a2"] and hit_ids(hits[1]) == ["b"]

@@ -1,13 +1,13 @@
-"""Reference overlap (rag.overlap): token F1 by hand, and its place in the harness's scores and in calibration."""
+"""Reference overlap (rag.eval.overlap): token F1 by hand, and its place in the harness's scores and in calibration."""
 
 from __future__ import annotations
 
 import pytest
-
-from rag.agent_metrics import score_item, summarize
-from rag.calibrate import overlap_agreement
-from rag.overlap import F1_CORRECT, right_by_overlap, token_f1, words
 from _traces import answer, grade, item, pred, retrieve
+
+from rag.eval.agent_metrics import score_item, summarize
+from rag.eval.calibrate import overlap_agreement
+from rag.eval.overlap import F1_CORRECT, right_by_overlap, token_f1, words
 
 
 def test_words_split_code_names_and_ignore_case():

@@ -19,12 +19,12 @@ import pytest
 ray = pytest.importorskip("ray", reason='Ray is an optional extra: pip install -e ".[ray]"')
 pytestmark = pytest.mark.slow  # a real cluster: its processes and workers take seconds to start (minutes, loaded)
 
-from rag.chunking import Chunk  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.distributed.eval import RayRunner  # noqa: E402
-from rag.evaluate import run_eval  # noqa: E402
-from rag.golden import GoldenItem  # noqa: E402
-from rag.runs import read_records  # noqa: E402
+from rag.eval.golden import GoldenItem  # noqa: E402
+from rag.eval.runner import run_eval  # noqa: E402
+from rag.eval.runs import read_records  # noqa: E402
+from rag.ingest.chunking import Chunk  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.ray_support import ScriptedProgram  # noqa: E402
 from tests.test_evaluate import DOCS, ITEMS  # noqa: E402
@@ -52,7 +52,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    from rag.index import build_index
+    from rag.index.store import build_index
 
     root = tmp_path_factory.mktemp("ray-eval-index") / "index"
     chunks = [Chunk(id=cid, text=text, title=title, source=cid.split("#")[0]) for cid, (title, text) in DOCS.items()]
@@ -172,7 +172,7 @@ def callers(server, ledger, limiter=None, n=2):
 
 def test_workers_sharing_the_cluster_limiter_never_exceed_its_rate(cluster, server, tmp_path):
     from rag.distributed.limiter import limiter_actor
-    from rag.lm.ledger import Ledger
+    from rag.usage.ledger import Ledger
 
     # Control: each worker with its own limiter (R per 60 s each) lets 2R through within one minute.
     server.reset()
@@ -228,12 +228,12 @@ def test_index_built_on_ray_gives_the_same_top_10_for_every_golden_question(clus
 
     import numpy as np
 
-    from rag.chunking import chunk_documents
-    from rag.corpus import load_builtin_topics
     from rag.distributed.embed import ray_embedder
-    from rag.golden import load_golden
-    from rag.index import build_index
-    from rag.retrieve import Retriever
+    from rag.eval.golden import load_golden
+    from rag.index.store import build_index
+    from rag.ingest.chunking import chunk_documents
+    from rag.ingest.corpus import load_builtin_topics
+    from rag.retrieval.retriever import Retriever
 
     settings = Settings(index_dir=tmp_path / "local", chunk_size=4000, chunk_overlap=0)
     chunks = chunk_documents(load_builtin_topics(), settings.chunk_size, settings.chunk_overlap)
@@ -270,8 +270,8 @@ def loopback_settings(index_dir, server):
 def test_the_driver_ledger_counts_every_worker_call_once(cluster, server, index_dir, tmp_path):
     """N items across 2 workers: the driver's usage ledger gains exactly one row per request the server saw (the
     workers share the driver's SIEVE_HOME here, so a worker that also wrote its own rows would double them)."""
-    from rag.agent import Sieve
-    from rag.lm.ledger import Ledger
+    from rag.agent.module import Sieve
+    from rag.usage.ledger import Ledger
     from tests.ray_support import LoopbackProgram
 
     def calls() -> int:
@@ -298,8 +298,8 @@ def test_the_calls_of_a_worker_killed_mid_item_are_in_the_driver_ledger_once(clu
     """A worker SIGKILLed mid-item, right after one of that item's calls: its item runs again elsewhere, and the
     driver's ledger still gains exactly one row per request the server saw, the killed attempt's included. (The
     worker kills itself, between two calls: a call in flight at its death reaches the server but has no row.)"""
-    from rag.agent import Sieve
-    from rag.lm.ledger import Ledger
+    from rag.agent.module import Sieve
+    from rag.usage.ledger import Ledger
     from tests.ray_support import DyingLoopbackProgram
 
     ledger = Ledger(tmp_path / "usage.sqlite")

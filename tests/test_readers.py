@@ -15,9 +15,9 @@ import pytest
 from dspy.utils import DummyLM
 from typer.testing import CliRunner
 
-from rag.chunking import chunk_document, chunk_documents, page_label
-from rag.corpus import load_folder
-from rag.readers import Unreadable, read_docx, read_pdf
+from rag.ingest.chunking import chunk_document, chunk_documents, page_label
+from rag.ingest.corpus import load_folder
+from rag.ingest.readers import Unreadable, read_docx, read_pdf
 from tests import doc_builders as build
 
 TABLE_MD = ("| Grade | Days per year | Carry over |\n| --- | --- | --- |\n| A | 20 | 5 |\n| B | 25 | 8 |\n"
@@ -100,7 +100,7 @@ def test_docx_without_any_page_break_has_no_page_numbers(tmp_path: Path):
 
 
 def _doc(parsed, doc_id):
-    from rag.corpus import Document
+    from rag.ingest.corpus import Document
 
     return Document(doc_id, "\n\n".join(b.markdown() for b in parsed.blocks), title=parsed.title or doc_id,
                     blocks=parsed.blocks)
@@ -210,34 +210,34 @@ def test_each_kind_of_bad_file_is_skipped_with_one_line_and_counted(made: Path, 
 
 
 def test_a_parser_crash_skips_only_that_file(made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.readers
+    import rag.ingest.readers
 
     shutil.copy(made / "handbook.docx", tmp_path / "a.docx")
     shutil.copy(made / "handbook.docx", tmp_path / "b.docx")
-    real = rag.readers.read_docx
+    real = rag.ingest.readers.read_docx
 
     def flaky(path, max_chars):
         if Path(path).name == "a.docx":
             raise RecursionError("maximum recursion depth exceeded")
         return real(path, max_chars)
 
-    monkeypatch.setattr(rag.readers, "read_docx", flaky)
+    monkeypatch.setattr(rag.ingest.readers, "read_docx", flaky)
     with pytest.warns(UserWarning, match=r"a\.docx: cannot be parsed \(RecursionError"):
         docs = load_folder(tmp_path, show_progress=False)
     assert [d.doc_id for d in docs] == ["b.docx"] and dict(docs.skipped) == {"corrupt": 1}
 
 
 def test_a_damaged_page_loses_only_that_page(made: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.readers
+    import rag.ingest.readers
 
-    real = rag.readers._page_items
+    real = rag.ingest.readers._page_items
 
     def damaged(page):
         if page.page_number == 2:
             raise ValueError("bad content stream")
         return real(page)
 
-    monkeypatch.setattr(rag.readers, "_page_items", damaged)
+    monkeypatch.setattr(rag.ingest.readers, "_page_items", damaged)
     parsed = read_pdf(made / "handbook.pdf", 10**7)
     assert "page 2 of 6 could not be read and is not indexed" in parsed.notes
     assert not any(b.kind == "table" for b in parsed.blocks) and any("Boston" in b.text for b in parsed.blocks)
@@ -310,7 +310,7 @@ def indexed(made: Path, tmp_path_factory):
         warnings.simplefilter("always")
         result = CliRunner().invoke(app, ["index", str(folder), "--index-dir", str(idx), "-q", "--chunk-size", "500",
                                           "--chunk-overlap", "60"])
-        # the CLI prints each warning with its own format (rag.cli._clean_warnings)
+        # the CLI prints each warning with its own format (rag.cli.common.clean_warnings)
         said = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in record
                        if issubclass(w.category, UserWarning) and str(folder) in str(w.message))
     return folder, idx, result, said.splitlines()
@@ -365,11 +365,11 @@ def test_rag_search_shows_the_page(indexed):
 
 
 def test_rag_ask_cites_the_page_in_sources_and_trace(indexed, monkeypatch: pytest.MonkeyPatch):
-    import rag.lm.roles
-    from rag.adapter import SieveAdapter
+    import rag.lm.configure
+    from rag.agent.adapter import SieveAdapter
     from rag.cli import app
-    from rag.index import Index
-    from rag.retrieve import Retriever
+    from rag.index.store import Index
+    from rag.retrieval.retriever import Retriever
 
     _, idx, built, _ = indexed
     assert built.exit_code == 0, built.output
@@ -384,7 +384,7 @@ def test_rag_ask_cites_the_page_in_sources_and_trace(indexed, monkeypatch: pytes
                      adapter=SieveAdapter())
         return {role: lm for role in ("grader", "rewriter", "answerer", "judge")}
 
-    monkeypatch.setattr(rag.lm.roles, "lms_for_roles", scripted)
+    monkeypatch.setattr(rag.lm.configure, "lms_for_roles", scripted)
     result = CliRunner().invoke(app, ["ask", question, "--index-dir", str(idx), "--no-artifact", "--no-cache",
                                       "--trace", "--set", "top_k=4"])
     assert result.exit_code == 0, result.output

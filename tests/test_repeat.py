@@ -7,7 +7,7 @@ import json
 import dspy
 import pytest
 
-from rag.repeat import spread
+from rag.eval.repeat import spread
 from tests.test_compiled_judge import eval_setup  # noqa: F401  (the fixture: tiny index, scripted LMs, golden)
 
 
@@ -28,7 +28,7 @@ def cache_restored():
 
 
 def test_repeat_runs_n_times_with_the_cache_off(eval_setup, capsys, cache_restored):  # noqa: F811
-    from rag.eval_cli import run_agent_eval_cli
+    from rag.cli.cmd_eval import run_agent_eval_cli
 
     tmp_path, golden, _, sets = eval_setup
     out = tmp_path / "rep"

@@ -8,9 +8,16 @@ import pytest
 from _traces import answer, grade, item, pred, record, retrieve, rewrite
 
 from rag.errors import ConfigError, InputError
-from rag.eval_cli import check_gate, default_threads, interleave_types, load_eval_configs, resolve_config, select_items
-from rag.report import report
-from rag.runs import append_record, open_run, read_records, write_summary
+from rag.eval.presets import (
+    check_gate,
+    default_threads,
+    interleave_types,
+    load_eval_configs,
+    resolve_config,
+    select_items,
+)
+from rag.eval.runs import append_record, open_run, read_records, write_summary
+from rag.report.markdown import report
 
 REFUSE = {"node": "refuse", "latency_ms": 0.0}
 
@@ -92,7 +99,7 @@ def test_gate_floors_ceilings_and_bad_files(runs, tmp_path):
 
 
 def test_open_run_refuses_another_config_and_only_the_writer_cuts_a_torn_line(tmp_path):
-    from rag.runs import repair_torn_tail
+    from rag.eval.runs import repair_torn_tail
 
     open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
     with pytest.raises(InputError, match="different golden_hash"):
@@ -201,7 +208,7 @@ def test_calibrate_tells_two_runs_of_one_config_apart(runs, tmp_path):
 def test_report_names_two_runs_of_one_config_after_their_folders(runs, tmp_path):
     import shutil
 
-    from rag.report import report
+    from rag.report.markdown import report
 
     again = tmp_path / "full-again"
     shutil.copytree(runs[1], again)
@@ -228,7 +235,7 @@ def test_shipped_ci_gate_holds_on_the_measured_full_run_and_can_trip():
     each moved 0.10 towards worse (README): that run passes; a run 0.2 worse on each bounded metric fails every bound."""
     from pathlib import Path
 
-    from rag.eval_cli import CONFIGS_FILE
+    from rag.eval.presets import CONFIGS_FILE
 
     gate = CONFIGS_FILE.parent / "gate_ci.json"
     run = Path(__file__).parents[1] / "benchmarks" / "results" / "eval-full-qwen1.5b-graded" / "summary.json"
@@ -249,7 +256,7 @@ def test_shipped_ci_gate_holds_on_the_measured_full_run_and_can_trip():
 
 
 def test_default_run_dir_names(monkeypatch, tmp_path):
-    from rag.runs import default_run_dir
+    from rag.eval.runs import default_run_dir
 
     monkeypatch.setenv("SIEVE_HOME", str(tmp_path))
     assert default_run_dir("full", "abc") == tmp_path / "runs" / "full-abc"
@@ -305,7 +312,7 @@ def test_report_shows_what_each_rewrite_bought(runs):
 
 
 def test_rewrite_depths_count_the_answers_each_rewrite_led_to():
-    from rag.rewrite_depth import rewrite_depths
+    from rag.report.rewrite_depth import rewrite_depths
 
     saved = record(item("a2"), pred([retrieve("x"), grade(["x"], False), rewrite(), retrieve("g1"),
                                      grade(["g1"], True, ["g1"]), answer(["g1"])], citations=["g1"]), {"g1"})

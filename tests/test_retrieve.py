@@ -9,8 +9,8 @@ import warnings
 import pytest
 
 from rag.errors import ConfigError, InputError
-from rag.metrics import hit_ids
-from rag.retrieve import Hit, Retriever, rrf_fuse
+from rag.eval.metrics import hit_ids
+from rag.retrieval.retriever import Hit, Retriever, rrf_fuse
 from tests.retrieval_support import settings, small_index
 
 
@@ -105,7 +105,7 @@ def test_from_settings_uses_the_configured_knobs():
 def test_cross_encoder_rerank_stage():
     # No reranker ships offline; a CrossEncoder built on the bundled MiniLM weights (fresh score head) is
     # enough to exercise the real stage: every returned hit is re-scored and ordered by that score.
-    from rag.embeddings import resolve_model_path
+    from rag.index.embeddings import resolve_model_path
 
     r = Retriever(small_index(), reranker=resolve_model_path("default"), rerank_depth=6)
     hits = r.search("how do I leave a loop early", k=4)
@@ -122,7 +122,7 @@ def twin_index(tmp_path_factory):
     and indented, as the built-in corpus repeats a section under its chapter: a real index with a repeated passage."""
     from dataclasses import replace
 
-    from rag.index import build_index
+    from rag.index.store import build_index
     from tests.retrieval_support import small_chunks
 
     chunks = list(small_chunks())
@@ -153,8 +153,8 @@ def test_a_repeated_passage_is_shown_once_and_the_next_distinct_one_takes_its_pl
 
 
 def test_leaving_out_a_repeat_never_lowers_recall(twin_index):
-    from rag.golden import GoldenItem
-    from rag.metrics import retrieval_report
+    from rag.eval.golden import GoldenItem
+    from rag.eval.metrics import retrieval_report
 
     index, first = twin_index
     evidence = " ".join(next(c for c in index.chunks if c.id == first).text.split()[:8])

@@ -1,4 +1,4 @@
-"""Where the analysis finds runs (rag.runset): a run dir, a folder of runs, $SIEVE_RUNS, $SIEVE_HOME/runs."""
+"""Where the analysis finds runs (rag.report.runset): a run dir, a folder of runs, $SIEVE_RUNS, $SIEVE_HOME/runs."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rag import compare
 from rag.errors import InputError
-from rag.runset import load_runs
+from rag.report import compare
+from rag.report.runset import load_runs
 
 FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "runs"
 

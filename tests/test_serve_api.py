@@ -12,12 +12,22 @@ import threading
 import httpx
 import pytest
 
-from rag import analysis, compare
-from rag.agent import REFUSAL
+from rag.agent.module import REFUSAL
 from rag.errors import InputError
+from rag.report import analysis, compare
 from rag.serve.server import bind, is_loopback
-from tests.serve_support import (ANSWERABLE, FIXTURE_RUNS, PASS_ID, ROOT, SLOW, UNANSWERABLE, WITH_ID,  # noqa: F401
-                           gate, serve, serve_index)
+from tests.serve_support import (  # noqa: F401
+    ANSWERABLE,
+    FIXTURE_RUNS,
+    PASS_ID,
+    ROOT,
+    SLOW,
+    UNANSWERABLE,
+    WITH_ID,
+    gate,
+    serve,
+    serve_index,
+)
 
 
 @pytest.fixture(scope="module")

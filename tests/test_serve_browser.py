@@ -12,12 +12,22 @@ import time
 from pathlib import Path
 
 import httpx
-
 import pytest
 
-from rag.agent import REFUSAL
-from tests.serve_support import (ANSWERABLE, PASS_ID, ROOT, SLOW, TRICKY_ID, UNANSWERABLE, XSS,  # noqa: F401
-                                 gate, serve, serve_index, server_runner)
+from rag.agent.module import REFUSAL
+from tests.serve_support import (  # noqa: F401
+    ANSWERABLE,
+    PASS_ID,
+    ROOT,
+    SLOW,
+    TRICKY_ID,
+    UNANSWERABLE,
+    XSS,
+    gate,
+    serve,
+    serve_index,
+    server_runner,
+)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason='Playwright is not installed: pip install -e ".[test]"')
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

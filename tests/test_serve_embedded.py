@@ -1,4 +1,4 @@
-"""rag serve with the real program (rag.program.build_program) on the embedded model: a question streams through
+"""rag serve with the real program (rag.agent.program.build_program) on the embedded model: a question streams through
 the loopback server step by step. The fast packaged SmolLM2-135M plays every role: this tests the wiring on a real
 engine, not the answers' quality."""
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_question_streams_through_the_embedded_model(tmp_path_factory, tmp_path):
-    from rag.lm.roles import configure_dspy
+    from rag.lm.configure import configure_dspy
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
     from rag.serve.programs import Programs

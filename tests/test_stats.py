@@ -1,10 +1,19 @@
-"""rag.stats against values computed by hand (each expected number is worked out in the comment beside it)."""
+"""rag.stats.intervals against values computed by hand (each expected number is worked out in the comment beside it)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rag.stats import bootstrap, compare_paired, mcnemar, mean_interval, percentile, sign_flip_p, verdict, wilson
+from rag.stats.intervals import (
+    bootstrap,
+    compare_paired,
+    mcnemar,
+    mean_interval,
+    percentile,
+    sign_flip_p,
+    verdict,
+    wilson,
+)
 
 
 def test_wilson_known_values():

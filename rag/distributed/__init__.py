@@ -7,3 +7,5 @@
 
 Ray is an optional extra: ``pip install -e ".[ray]"``.
 """
+
+__all__ = ["cluster", "embed", "eval", "limiter"]

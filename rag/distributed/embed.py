@@ -1,7 +1,7 @@
 """``rag index --ray``: embedding batches run on worker actors; bm25s and FAISS are built here, on the driver.
 
-:func:`ray_embedder` returns the ``embedder`` that ``rag.index.build_index`` hands the texts to embed, together
-with the encoder a local build would use (``rag.encoder.index_encoder``: made, for ONNX, before any worker
+:func:`ray_embedder` returns the ``embedder`` that ``rag.index.store.build_index`` hands the texts to embed, together
+with the encoder a local build would use (``rag.index.encoder.index_encoder``: made, for ONNX, before any worker
 starts) and its manifest record. Every worker embeds with exactly that encoder:
 
 - **ONNX** (the default runtime): the export named in the record (same model files, checked by their sha256;
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from rag.distributed.cluster import connect, plan_workers, say
-from rag.embeddings import BATCH_SIZE
 from rag.errors import IndexMismatch, ModelError
+from rag.index.embeddings import BATCH_SIZE
 
 SHARD_BATCHES = 8  # batches per task: big enough to amortise a call, small enough to spread
 MAX_ATTEMPTS = 3  # times one shard may lose its worker before the build stops
@@ -39,7 +39,7 @@ ONNX = "onnxruntime"
 class EmbedWorker:
     """Loads the index's encoder once; ``embed(texts)`` -> normalised float32 vectors.
 
-    ``record`` is the manifest's ``embedding.encoder`` (rag.encoder.index_encoder); ``threads`` the ONNX
+    ``record`` is the manifest's ``embedding.encoder`` (rag.index.encoder.index_encoder); ``threads`` the ONNX
     Runtime threads (the worker's CPUs)."""
 
     def __init__(self, model: str, record: dict[str, Any] | None = None, threads: int | None = None):
@@ -47,7 +47,7 @@ class EmbedWorker:
         if self.record.get("runtime") == ONNX:
             self.encoder = worker_encoder(model, self.record, threads)
         else:
-            from rag.embeddings import load_embedder
+            from rag.index.embeddings import load_embedder
 
             load_embedder(model)
 
@@ -57,7 +57,7 @@ class EmbedWorker:
     def embed(self, texts: list[str]) -> np.ndarray:
         if self.encoder is not None:
             return self.encoder.encode(texts)
-        from rag.embeddings import embed
+        from rag.index.embeddings import embed
 
         return embed(texts, self.model)
 
@@ -66,8 +66,8 @@ def worker_encoder(model: str, record: dict[str, Any], threads: int | None = Non
     """The ONNX encoder ``record`` names, on this machine: from ``$SIEVE_HOME/encoders`` when it is there (the
     driver made it, or an earlier build), else exported here once, after checking that this machine's model
     files are the ones the driver's record was made from (IndexMismatch otherwise)."""
-    from rag.embeddings import model_label, resolve_model_path
-    from rag.encoder import _usable, encoders_dir, ensure_export, load_encoder, model_sha256
+    from rag.index.embeddings import model_label, resolve_model_path
+    from rag.index.encoder import _usable, encoders_dir, ensure_export, load_encoder, model_sha256
 
     folder = encoders_dir() / str(record["id"])
     if not _usable(folder):

@@ -1,8 +1,8 @@
 """``rag eval --ray``: golden items fan out to worker actors; the driver alone writes ``results.jsonl``.
 
 Each :class:`EvalWorker` builds the program once (index, retriever, LMs, judge) and then runs, judges and
-scores one item per call with the same ``rag.evaluate.run_item`` a local run uses. :class:`RayRunner` is the
-``runner`` that ``rag.evaluate.run_eval`` hands its pending items to: it keeps every worker busy with one item,
+scores one item per call with the same ``rag.eval.runner.run_item`` a local run uses. :class:`RayRunner` is the
+``runner`` that ``rag.eval.runner.run_eval`` hands its pending items to: it keeps every worker busy with one item,
 and passes each finished record to ``finish`` on the driver's thread, so the run folder, resume and the report
 work exactly as for a local run.
 
@@ -15,7 +15,7 @@ Faults:
   quota, auth, Ctrl-C) stops handing out items, lets the running ones finish and are written, and is raised;
 - Ctrl-C on the driver kills the workers; what finished is on disk, and the same command resumes.
 
-Usage ledger: as each hosted-model call ends, a worker sends its ledger row (``rag.lm.ledger.capture``) to the
+Usage ledger: as each hosted-model call ends, a worker sends its ledger row (``rag.usage.ledger.capture``) to the
 run's :class:`UsageInbox` actor, and waits until the inbox has it, so the rows of calls already made outlive the
 worker. The driver drains the inbox while it waits for items and once at the end (also after Ctrl-C or a
 failure, once the workers are killed), and alone writes the rows to its ledger (``$SIEVE_HOME/usage.sqlite``),
@@ -38,7 +38,7 @@ from typing import Any
 
 from rag.distributed.cluster import say
 from rag.errors import ModelError, QuotaExhausted, SieveError
-from rag.evaluate import is_fatal, item_context, run_item
+from rag.eval.runner import is_fatal, item_context, run_item
 
 MAX_ITEM_ATTEMPTS = 3  # workers that may die on one item before the run stops
 MAX_REPLACEMENTS = 8  # dead workers replaced per run
@@ -65,7 +65,7 @@ class UsageInbox:
 
 
 class SendUsage:
-    """In a worker, ``rag.lm.ledger.capture``'s ``send``: one row to the inbox under a key unique in the cluster
+    """In a worker, ``rag.usage.ledger.capture``'s ``send``: one row to the inbox under a key unique in the cluster
     (this process's random prefix and a sequence number), returning once the inbox has it."""
 
     def __init__(self, inbox: Any):
@@ -85,7 +85,7 @@ class EvalWorker:
 
     def __init__(self, build: Build, ctx_args: dict[str, Any], limiter: Any = None, inbox: Any = None):
         if inbox is not None:  # ledger rows go to the driver (see the module's docstring)
-            from rag.lm.ledger import capture
+            from rag.usage.ledger import capture
 
             capture(SendUsage(inbox))
         if limiter is not None:
@@ -119,11 +119,9 @@ class SettingsProgram:
     judge: bool = True
 
     def __call__(self) -> tuple[Any, Any, list[Any]]:
-        from rag.lm.roles import configure_dspy
-        from rag.program import build_program
+        from rag.api import open_agent
 
-        configure_dspy(self.settings)
-        program = build_program(self.settings, use_artifact=self.use_artifact)
+        program = open_agent(self.settings, use_artifact=self.use_artifact).program  # a worker's entry point
         return program.agent, (program.judge if self.judge else None), program.agent.retriever.index.chunks
 
 
@@ -144,7 +142,7 @@ class RayRunner:
                  max_item_attempts: int = MAX_ITEM_ATTEMPTS, max_replacements: int = MAX_REPLACEMENTS,
                  show_progress: bool = True, ledger: Any = None):
         self.build, self.workers, self.cpus, self.limiter = build, workers, cpus_per_worker, limiter
-        self.ledger = ledger  # where the workers' usage rows go (rag.lm.ledger.Ledger; default: this machine's)
+        self.ledger = ledger  # where the workers' usage rows go (rag.usage.ledger.Ledger; default: this machine's)
         self.usage_rows = 0  # rows written for the workers (tests)
         self.usage_keys: set[str] = set()  # the keys of the rows written: a row is never written twice
         self.inbox: Any = None
@@ -158,7 +156,7 @@ class RayRunner:
         """Writes the usage rows the workers sent since the last drain to the driver's ledger, each once."""
         import ray
 
-        from rag.lm.ledger import Ledger
+        from rag.usage.ledger import Ledger
 
         try:
             sent = ray.get(self.inbox.take.remote(), timeout=SEND_TIMEOUT_S)

@@ -13,9 +13,8 @@ def check_spec(spec: str, settings: Settings) -> tuple[bool, str]:
     Groq: a key is present."""
     try:
         if spec == "embedded" or spec.startswith("gguf:"):
+            from rag.lm.configure import gguf_path_for
             from rag.lm.local import load_llama, use_extra_bufts
-            from rag.lm.roles import gguf_path_for
-
             from rag.lm.models import verified_status
 
             path = gguf_path_for(spec, settings)  # an embedded model is assembled and verified here

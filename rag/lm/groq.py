@@ -5,7 +5,7 @@
 The engine owns the free-tier hardening (``rag.lm.limits``): a per-model rate limiter, bounded
 retries with exponential backoff that honours ``retry-after``, a per-attempt timeout, and a
 clean stop (``DailyQuotaExhausted``) when the daily quota is spent. Every attempt goes into the
-usage ledger (``rag.lm.ledger``) with its cost at list price (``rag.lm.pricing``). DSPy's own
+usage ledger (``rag.usage.ledger``) with its cost at list price (``rag.usage.pricing``). DSPy's own
 retry loop is switched off for these LMs (``num_retries=0``) so retries are counted once.
 
 Structured output: strict ``json_schema`` on models that enforce it, best-effort ``json_schema``
@@ -25,9 +25,7 @@ from typing import Any
 from dspy import lm15
 from dspy.lm15 import Request, Response, response_to_events
 
-from rag.lm.threaded import ThreadedAsyncEngine
 from rag.errors import ModelError
-from rag.lm.ledger import Ledger
 from rag.lm.limits import (
     DailyQuotaExhausted,
     Limits,
@@ -37,9 +35,11 @@ from rag.lm.limits import (
     limits_for,
     parse_retry_after,
 )
-from rag.lm.pricing import cost_usd
-from rag.lm.trace import LMCall, emit
+from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
+from rag.usage.calls import LMCall, emit
+from rag.usage.ledger import Ledger
+from rag.usage.pricing import cost_usd
 
 log = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, respons
 
 from rag.errors import ModelError
 from rag.lm import drafting, probe, sampling
-from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.fit import fit_messages
-from rag.lm.trace import LMCall, emit
+from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
+from rag.usage.calls import LMCall, emit
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,8 @@ class LlamaCppEngine:
                  max_tokens: int = DEFAULT_MAX_TOKENS, n_threads: int | None = None, extra_bufts: str = "auto",
                  lazy_grammar: bool = True, draft_tokens: int = 0):
         if model_path is None:
-            from rag.lm.models import DEFAULT_MODEL, model_path as embedded_path
+            from rag.lm.models import DEFAULT_MODEL
+            from rag.lm.models import model_path as embedded_path
 
             model_path = embedded_path(DEFAULT_MODEL)
         self.model_path = Path(model_path).expanduser()

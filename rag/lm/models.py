@@ -25,8 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag.config import sieve_home
 from rag.errors import ModelError
+from rag.paths import sieve_home
 
 CHUNK = 8 << 20  # bytes read per step while hashing or copying
 

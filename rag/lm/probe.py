@@ -99,7 +99,7 @@ def _key(model: Path, extra_bufts: bool) -> str:
 
 
 def _checks_file() -> Path:
-    from rag.config import sieve_home
+    from rag.paths import sieve_home
 
     return sieve_home() / "models" / "engine-checks.json"
 

@@ -3,7 +3,7 @@ and compiled artifacts.
 
 - ``programs``  named configurations and artifact choices, the programs built for them (as ``rag ask`` builds them)
 - ``stream``    questions as jobs: the bounded queue, the worker, the events of each step
-- ``evalview``  runs and artifacts as JSON, through rag.analysis, rag.report, rag.compare and rag.plots
+- ``evalview``  runs and artifacts as JSON, through rag.report.analysis, rag.report.markdown, rag.report.compare and rag.report.plots
 - ``app``       the FastAPI app: the page and the JSON API
 - ``server``    uvicorn on a bound socket, in the foreground or on a thread
 - ``static/``   the page: HTML, CSS and JavaScript modules, served as they are
@@ -18,10 +18,13 @@ from typing import Any
 PER_TYPE = 2  # example questions shown per question type
 
 
+__all__ = ["build_app", "example_questions"]
+
+
 def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, Any]]:
     """A few golden questions of each type (answerable, vague, unanswerable), dev split first; [] without a file."""
     from rag.errors import SieveError
-    from rag.golden import TYPES, load_golden
+    from rag.eval.golden import TYPES, load_golden
 
     if not Path(golden).is_file():
         print(f"Warning: no golden set at {golden}; the page shows no example questions", file=sys.stderr)
@@ -40,16 +43,15 @@ def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config
               golden: Path | None = None, workers: int = 1, max_waiting: int = 8) -> Any:
     """The app ``rag serve`` runs: the real programs (built on first use), runs under ``runs`` (default
     ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``."""
-    from rag.config import PROJECT_ROOT
-    from rag.eval_cli import DEFAULT_GOLDEN
-    from rag.runset import default_paths
+    from rag.paths import golden_path
+    from rag.report.runset import default_paths
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
     from rag.serve.programs import Programs
 
     programs = Programs(sets, default_config=config)
     settings = programs.settings(config)
-    golden = golden or PROJECT_ROOT / DEFAULT_GOLDEN
+    golden = golden_path(golden)
     browser = RunBrowser(runs or default_paths()[0], golden_dir=Path(golden).parent,
                          artifacts_dir=Path(settings.artifacts_dir))
     return create_app(programs, browser, examples=example_questions(golden), workers=workers,

@@ -7,7 +7,7 @@ JSON API it uses, which scripts can use too (README, "rag serve").
     GET  /api/chunk?id=               a passage: text, title, source, part n of m of its document
     GET  /api/runs                    the eval runs found; /api/runs/{name} one run in detail
     GET  /api/metrics?run=A&run=B     the metric table across runs
-    GET  /api/plots/{kind}.png?run=A  a rag.plots figure (metrics, latency, steps)
+    GET  /api/plots/{kind}.png?run=A  a rag.report.plots figure (metrics, latency, steps)
     GET  /api/artifacts               compiled artifacts: scores before/after, instructions and demos
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
@@ -28,9 +28,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.agent import MAX_QUESTION_CHARS
-from rag.errors import SieveError
-from rag.serve.errors import BadRequest, NotFound
+from rag.agent.module import MAX_QUESTION_CHARS
+from rag.errors import BadRequest, NotFound, SieveError
 from rag.serve.evalview import RunBrowser
 from rag.serve.programs import AUTO, Programs
 from rag.serve.stream import Job, QueueFull, Runner, sse

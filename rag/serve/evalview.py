@@ -1,7 +1,7 @@
 """The evaluation browser's data: the runs ``rag eval`` wrote and the artifacts ``rag compile`` wrote, as JSON.
 
-Nothing is computed here that the library does not compute: tables come from ``rag.analysis``, ``rag.report``
-(its formatted intervals) and ``rag.compare``; figures from ``rag.plots``. Runs are found under one folder
+Nothing is computed here that the library does not compute: tables come from ``rag.report.analysis``, ``rag.report.markdown``
+(its formatted intervals) and ``rag.report.compare``; figures from ``rag.report.plots``. Runs are found under one folder
 (``SIEVE_HOME/runs`` or ``rag serve --runs DIR``): each sub-folder with a ``summary.json``, or the folder itself
 when it is one run. A run is addressed by its folder's name, looked up among those found, never joined into a path.
 """
@@ -14,9 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rag.errors import InputError
-from rag.runs import RUN, SUMMARY
-from rag.serve.errors import NotFound
+from rag.errors import InputError, NotFound
+from rag.eval.runs import RUN, SUMMARY
 
 PLOTS = {"metrics": "metrics_bar", "latency": "latency_by_node", "steps": "steps_histogram"}
 MAX_RUNS = 1000  # run folders listed under one root
@@ -46,7 +45,7 @@ class RunBrowser:
 
     def _golden_names(self) -> dict[str, str]:
         """Golden hash -> file name, for the golden files beside the project (a run records only the hash)."""
-        from rag.runs import golden_hash
+        from rag.eval.runs import golden_hash
 
         if self.golden_dir is None or not self.golden_dir.is_dir():
             return {}
@@ -72,8 +71,8 @@ class RunBrowser:
         return rows
 
     def load(self, names: list[str]) -> Any:
-        """The named runs as a rag.analysis RunSet (NotFound names an unknown run)."""
-        from rag.analysis import load_runs
+        """The named runs as a rag.report.analysis RunSet (NotFound names an unknown run)."""
+        from rag.report.analysis import load_runs
 
         folders = self.folders()
         unknown = [n for n in names if n not in folders]
@@ -84,9 +83,9 @@ class RunBrowser:
         return load_runs([folders[n] for n in names])
 
     def metrics(self, names: list[str]) -> dict[str, Any]:
-        """The metric table across runs, each cell ``value [95% interval] n`` (``rag.analysis.metric_table``)."""
-        from rag import analysis
-        from rag.report import INTERVALS_NOTE
+        """The metric table across runs, each cell ``value [95% interval] n`` (``rag.report.analysis.metric_table``)."""
+        from rag.report import analysis
+        from rag.report.markdown import INTERVALS_NOTE
 
         runs = self.load(names)
         table = analysis.metric_table(runs)
@@ -95,9 +94,9 @@ class RunBrowser:
 
     def run(self, name: str) -> dict[str, Any]:
         """One run: its metric table, per-type breakdowns, refusals, latency per node, failures with their records."""
-        from rag import analysis
-        from rag.diagnose import diagnose
-        from rag.report import ROWS, TYPE_ROWS, fmt_ci, run_intervals
+        from rag.eval.diagnose import diagnose
+        from rag.report import analysis
+        from rag.report.markdown import ROWS, TYPE_ROWS, fmt_ci, run_intervals
 
         runs = self.load([name])
         run = runs[0]
@@ -125,14 +124,14 @@ class RunBrowser:
                 "failures": failed}
 
     def plot(self, kind: str, names: list[str]) -> bytes:
-        """A ``rag.plots`` figure over the named runs, as PNG bytes."""
+        """A ``rag.report.plots`` figure over the named runs, as PNG bytes."""
         if kind not in PLOTS:
             raise NotFound(f"no plot {kind!r}; one of: {', '.join(PLOTS)}")
         try:
             import matplotlib
         except ImportError:
             raise InputError("plots need matplotlib: pip install -e '.[serve]'") from None
-        from rag import plots
+        from rag.report import plots
 
         runs = self.load(names)
         with _PLOT_LOCK:
@@ -149,8 +148,8 @@ class RunBrowser:
     def artifacts(self) -> list[dict[str, Any]]:
         """Each compiled artifact: per role the scores before/after with their paired tests (``artifact_table``),
         and per predictor the instructions and demos the optimizer chose (``artifact_prompts``)."""
-        from rag import compare
-        from rag.artifacts import list_artifacts
+        from rag.agent.artifacts import list_artifacts
+        from rag.report import compare
 
         root = compare.artifacts_dir(self.artifacts_dir)
         table = records(compare.artifact_table(root))

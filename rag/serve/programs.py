@@ -1,5 +1,5 @@
 """The programs ``rag serve`` answers with: one per named configuration and artifact choice, built the way ``rag ask``
-builds it (``rag.program.build_program``) the first time a question asks for it, then kept for the server's life.
+builds it (``rag.open_agent``) the first time a question asks for it, then kept for the server's life.
 
 Configurations are the named ones of ``rag eval`` (``rag/configs/eval.toml``) on top of the server's own settings
 (config file, ``SIEVE_*``, ``rag serve --set``). The artifact choice is ``auto`` (selected as ``rag ask`` selects
@@ -14,10 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rag.agent.program import Program
 from rag.config import Settings
-from rag.errors import InputError
-from rag.program import Program
-from rag.serve.errors import NotFound
+from rag.errors import InputError, NotFound
 
 AUTO, NONE = "auto", "none"
 Builder = Callable[[Settings, bool], Program]  # (settings, use_artifact) -> Program
@@ -25,9 +24,9 @@ Builder = Callable[[Settings, bool], Program]  # (settings, use_artifact) -> Pro
 
 def build(settings: Settings, use_artifact: bool) -> Program:
     """What ``rag ask`` runs (the LM objects are shared between programs with the same model specs)."""
-    from rag.program import build_program
+    from rag.api import open_agent
 
-    return build_program(settings, use_artifact=use_artifact)
+    return open_agent(settings, use_artifact=use_artifact, configure=False).program
 
 
 class Programs:
@@ -35,7 +34,7 @@ class Programs:
 
     def __init__(self, sets: list[str] | None = None, *, builder: Builder = build, default_config: str = "full",
                  configs_path: Path | None = None, index: Any = None) -> None:
-        from rag.eval_cli import CONFIGS_FILE, load_eval_configs
+        from rag.eval.presets import CONFIGS_FILE, load_eval_configs
 
         self.sets = list(sets or [])  # "key=value" given to rag serve (--set, --index-dir): they win over every config
         self.configs_path = configs_path or CONFIGS_FILE
@@ -51,7 +50,7 @@ class Programs:
     # ---------------------------------------------------------------- choices
     def settings(self, config: str) -> Settings:
         """The settings of a named configuration; InputError for an unknown one or one that cannot run here."""
-        from rag.eval_cli import resolve_config
+        from rag.eval.presets import resolve_config
 
         if config not in self.tables:
             raise InputError(f"unknown configuration {config!r}; choose one of: {', '.join(self.tables)}")
@@ -76,8 +75,8 @@ class Programs:
 
     def artifacts(self) -> list[dict[str, Any]]:
         """The artifacts in ``artifacts_dir`` and whether each fits the default configuration's models."""
-        from rag import artifacts
-        from rag.lm.roles import resolve_specs
+        from rag.agent import artifacts
+        from rag.lm.configure import resolve_specs
 
         settings = self.settings(self.default_config)
         models = resolve_specs(settings)
@@ -91,7 +90,7 @@ class Programs:
             return settings, True
         if artifact == NONE:
             return settings, False
-        from rag import artifacts
+        from rag.agent import artifacts
 
         found = {a.name: a for a in artifacts.list_artifacts(Path(settings.artifacts_dir))}
         if artifact not in found:  # looked up, never joined into a path
@@ -125,7 +124,7 @@ class Programs:
     def index(self) -> Any:
         """The index that questions are answered from (loaded here when no program has been built yet)."""
         if self._index is None:
-            from rag.index import Index
+            from rag.index.store import Index
 
             settings = self.settings(self.default_config)
             self._index = Index.load(settings.index_dir, settings)

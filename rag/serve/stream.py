@@ -4,11 +4,11 @@ A job's events, in order (each a ``(kind, data)`` pair, sent to the page as serv
 
 ``program``  the program that will answer: configuration, artifact (or why none), models (``rag ask``'s first line)
 ``start``    a node began: ``{"index", "node"}``
-``step``     a node finished: its ``rag.trace.Step`` as a dict, plus ``index``
-``done``     the prediction (``rag.agent.prediction_to_dict``) with the program description
+``step``     a node finished: its ``rag.agent.trace.Step`` as a dict, plus ``index``
+``done``     the prediction (``rag.agent.module.prediction_to_dict``) with the program description
 ``error``    ``{"message"}``: one line, as the CLI would print it
 
-Steps are seen through ``rag.trace.observe``: the agent adds a step when its node starts, so when a step is added
+Steps are seen through ``rag.agent.trace.observe``: the agent adds a step when its node starts, so when a step is added
 the one before it has finished, and the last one has finished when the agent returns. While a job waits in the
 queue, loads its program or waits for a model, ``progress`` says where it stands (``Job.progress``).
 
@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from rag.agent.trace import Step, Trace, observe
 from rag.errors import SieveError
 from rag.serve.programs import Programs
-from rag.trace import Step, Trace, observe
 
 RETRY_AFTER_S = 10
 
@@ -115,7 +115,7 @@ class Runner:
             job.state = "done"
 
     def _answer(self, job: Job) -> None:
-        from rag.agent import prediction_to_dict
+        from rag.agent.module import prediction_to_dict
 
         try:
             job.state = "loading" if not self.programs.is_built(job.config, job.artifact) else "running"

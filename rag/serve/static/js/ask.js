@@ -48,7 +48,9 @@ function showProgram(p) {
     el("div", {}, "Using ", el("b", {}, p.description), ` · config ${p.config} (mode ${p.settings.mode}, k=${p.settings.top_k}, `
       + `reflection ${p.settings.reflection ? "on" : "off"}, max_rewrites ${p.settings.max_rewrites})`),
     el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")),
-    ...p.messages.map((m) => el("div", { class: "muted" }, m)));
+    // which artifacts were skipped and why: folded away, as rag ask shows it only with --verbose
+    ...(p.messages.length ? [el("details", { class: "muted" }, el("summary", {}, "Why these prompts"),
+      ...p.messages.map((m) => el("div", {}, m)))] : []));
 }
 
 function showResult(d) {

@@ -1,4 +1,4 @@
-// The evaluation browser: runs, the metric table across the chosen ones with their intervals, rag.plots figures,
+// The evaluation browser: runs, the metric table across the chosen ones with their intervals, rag.report.plots figures,
 // one run in detail (per type, refusals, latency, failures with their traces), and the compiled artifacts.
 import { getJSON } from "./api.js";
 import { el, num, pct, show, table } from "./dom.js";

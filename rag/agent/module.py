@@ -1,0 +1,199 @@
+"""The self-reflective agent: retrieve, grade, then answer, or rewrite and retry, or refuse.
+
+    retrieve -> grade -> answer
+                  \\-> rewrite -> retrieve -> grade ...   (at most ``max_rewrites`` times)
+                  \\-> refuse                             (never answers from rejected context)
+
+With ``use_reflection=False`` it is the baseline: retrieve, then answer from whatever came back.
+
+Once the grader accepts, the answerer reads (``answer_context``) the very context the grader read ("graded", the
+default: same text, so llama.cpp reuses its KV cache and the passages are read once per question) or only the
+passages the grader listed ("accepted"). The grader and the answerer may name only the passages they were shown
+(``id_choices``: the ids become an enum in the response schema, ``rag.agent.adapter.shown_ids``).
+
+The grader names the question's subject, and a "relevant" verdict whose subject the accepted passages never mention
+is overruled (the subject guard, ``rag.agent.context.missing_terms``). The subject belongs to the question, not to the
+context, so after a rewrite a context that mentions it nowhere is rejected without asking the grader again
+(``subject_shortcut``): the guard would overrule a "relevant" about the same subject, and a refusal costs two
+grade calls less.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import dspy
+
+from rag.agent.adapter import program_demos, shown_ids
+from rag.agent.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
+from rag.agent.trace import Step, Trace
+from rag.config import ANSWER_CONTEXTS
+from rag.errors import InputError
+from rag.usage.metering import CallStats, metered_call
+from signatures import Answerer, Grader, Rewriter
+
+REFUSAL = "I couldn't find this in the knowledge base."
+_PLACEHOLDER = re.compile(r"\{\w+\}")  # a small model may echo the prompt's "{query}" instead of writing one
+MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts, and the trace says so
+
+
+class Sieve(dspy.Module):
+    def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
+                 top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
+                 grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
+                 subject_shortcut: bool = True):
+        super().__init__()
+        self.retriever = retriever
+        self.max_rewrites = max_rewrites
+        self.use_reflection = use_reflection
+        self.top_k = top_k  # None: the retriever's own top_k
+        self.grade_passage_chars = grade_passage_chars  # None: the grader sees whole passages
+        if answer_context not in ANSWER_CONTEXTS:
+            raise ValueError(f"answer_context must be one of {', '.join(ANSWER_CONTEXTS)}, got {answer_context!r}")
+        self.answer_context = answer_context
+        self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.agent.adapter.shown_ids)
+        self.subject_shortcut = subject_shortcut  # a context without the subject the grader named before is not graded again
+        self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
+        self.grade = dspy.Predict(Grader)
+        self.rewrite = dspy.Predict(Rewriter)
+        self.respond = dspy.Predict(Answerer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question, notes = _check_question(question)
+        trace = Trace(question=question)
+        query, tried = question, []
+        for attempt in range(self.max_rewrites + 1):
+            hits = self._retrieve(query, trace, notes if attempt == 0 else [])
+            tried.append(query)
+            if not self.use_reflection:
+                return self._answer(question, hits, trace)
+            relevant, reason = self._grade(question, hits, trace)
+            if relevant:
+                if self.answer_context == "graded":
+                    return self._answer(question, hits, trace, max_chars=self.grade_passage_chars)
+                return self._answer(question, relevant, trace)
+            if attempt == self.max_rewrites:
+                return self._refuse(hits, trace, reason)
+            query = self._rewrite(question, tried, reason, trace)
+        raise AssertionError("unreachable: the loop always returns")
+
+    # ------------------------------------------------------------------ nodes
+    def _retrieve(self, query: str, trace: Trace, notes: list[str]) -> list[Any]:
+        step = trace.add(Step(node="retrieve", query=query, notes=list(notes)))
+        start = time.perf_counter()
+        hits = self.retriever.search(query, k=self.top_k)
+        step.latency_ms = (time.perf_counter() - start) * 1000
+        step.hits = [{k: v for k, v in h.to_dict().items() if k != "text"} for h in hits]
+        return hits
+
+    def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
+        shown = [h.chunk_id for h in hits]
+        named = next((s.subject for s in reversed(trace.steps) if s.node == "grade" and s.subject), None)
+        step = trace.add(Step(node="grade", query=question, shown_ids=shown))
+        if not hits:
+            step.verdict, step.reason = False, "retrieval returned nothing"
+            return [], step.reason
+        missing = missing_terms(named, hits) if named and self.subject_shortcut else []
+        if missing:  # the guard would overrule a "relevant" about this subject: no need to ask the grader again
+            step.verdict, step.subject = False, named
+            step.reason = f"the passages do not mention {', '.join(missing)}"
+            step.notes.append(f"grade call skipped: the subject the grader named before, {named!r}, is in none of these "
+                              f"passages (missing: {', '.join(missing)})")
+            return [], step.reason
+        context = format_context(hits, max_chars=self.grade_passage_chars)
+        pred, stats = self._call("grader", self.grade, shown, question=question, context=context)
+        _record(step, stats)
+        chosen, invalid = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], shown)
+        if invalid:
+            step.notes.append(f"grader named ids that were not shown, dropped: {invalid}")
+        step.verdict, step.reason, step.chosen_ids = bool(pred.relevant), str(pred.reason or ""), chosen
+        step.subject = " ".join(str(getattr(pred, "subject", "") or "").split()) or None
+        if not step.verdict:
+            return [], step.reason
+        accepted = [h for h in hits if h.chunk_id in chosen]
+        if not chosen:  # relevant, but no usable ids: the context as a whole was accepted
+            step.notes.append("grader said relevant without valid ids; using all shown passages")
+            accepted = list(hits)
+        subject = step.subject or ""
+        missing = missing_terms(subject, accepted)
+        if missing:  # the grader's own subject is not in what it accepted: it cannot be the answer
+            step.verdict, step.reason = False, f"the passages do not mention {', '.join(missing)}"
+            step.notes.append(f"grader said relevant, but its subject {subject!r} is not in the accepted passages "
+                              f"(missing: {', '.join(missing)}); verdict set to not relevant")
+            return [], step.reason
+        return accepted, step.reason
+
+    def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
+        step = trace.add(Step(node="rewrite", query=tried[-1]))
+        pred, stats = self._call("rewriter", self.rewrite, [], question=question, tried_queries=tried, grader_reason=reason)
+        _record(step, stats)
+        new = " ".join(str(pred.query or "").split())
+        echoed = bool(_PLACEHOLDER.fullmatch(new))
+        if not new or new in tried or echoed:
+            what = "echoed a template placeholder" if echoed else "repeated a tried query"
+            step.notes.append(f"rewriter {what}; appending the grader's reason")
+            new = f"{question} {reason}".strip()
+        step.rewrite = new[:MAX_QUESTION_CHARS]
+        return step.rewrite
+
+    def _answer(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None) -> dspy.Prediction:
+        shown = [h.chunk_id for h in hits]
+        step = trace.add(Step(node="answer", shown_ids=shown))
+        context = format_context(hits, max_chars=max_chars)
+        pred, stats = self._call("answerer", self.respond, shown, question=question, context=context)
+        _record(step, stats)
+        answer = str(pred.answer or "").strip()
+        valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)
+        if invalid:
+            step.notes.append(f"dropped {len(invalid)} citation(s) of ids not in the context: {invalid}")
+        answer = clean_answer(answer, shown, invalid)
+        if not valid:
+            step.notes.append("answer cites no passage")
+        step.answer, step.chosen_ids = answer, valid
+        trace.outcome = "answered"
+        by_id = {h.chunk_id: h for h in hits}
+        return dspy.Prediction(answer=answer, refused=False, citations=valid,
+                               sources=[_source(by_id[c]) for c in valid], closest=[], trace=trace,
+                               invalid_citations=invalid)
+
+    def _refuse(self, hits: list[Any], trace: Trace, reason: str) -> dspy.Prediction:
+        trace.add(Step(node="refuse", answer=REFUSAL, reason=reason, shown_ids=[h.chunk_id for h in hits]))
+        trace.outcome = "refused"
+        return dspy.Prediction(answer=REFUSAL, refused=True, citations=[], sources=[],
+                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[])
+
+    def _call(self, role: str, predictor: dspy.Module, ids: list[str], **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
+        with shown_ids(ids if self.id_choices else ()), program_demos(self):  # program_demos: demo_position="shared"
+            return metered_call(predictor, self.lms.get(role), **inputs)
+
+
+def _record(step: Step, stats: CallStats) -> None:
+    step.latency_ms, step.tokens_in, step.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
+    step.cost, step.model, step.cached = stats.cost, stats.model, stats.cached
+    step.notes.extend(stats.notes)
+
+
+def _source(hit: Any) -> dict[str, Any]:
+    """A cited (or closest) passage: its id, heading path and file, and its pages when the file has pages (PDF,
+    DOCX): ``page`` and, for a passage that runs onto later pages, ``page_end``."""
+    meta = getattr(hit, "meta", None) or {}
+    pages = {k: meta[k] for k in ("page", "page_end") if isinstance(meta.get(k), int)}
+    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", ""), **pages}
+
+
+def _check_question(question: Any) -> tuple[str, list[str]]:
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("the question is empty; ask something, e.g. rag ask \"What does the with statement do?\"")
+    question = " ".join(question.split())
+    if len(question) > MAX_QUESTION_CHARS:
+        return question[:MAX_QUESTION_CHARS], [f"question cut from {len(question)} to {MAX_QUESTION_CHARS} characters"]
+    return question, []
+
+
+def prediction_to_dict(pred: dspy.Prediction) -> dict[str, Any]:
+    """The full Prediction + Trace as plain JSON-ready data (``rag ask --json``, eval results)."""
+    return {"answer": pred.answer, "refused": pred.refused, "citations": list(pred.citations),
+            "invalid_citations": list(pred.invalid_citations), "sources": pred.sources,
+            "closest": pred.closest, "trace": pred.trace.to_dict()}

@@ -1,0 +1,66 @@
+"""Assemble the agent for a configuration: index + retriever, LMs per role, and the compiled artifact.
+
+``rag ask``, ``rag eval`` and the notebooks all build the program here, so they run the same thing. The judge
+(``rag eval``) is built here too: compiled when an artifact holds a judge whose dev gain clears noise, or when
+the artifact named with ``--artifact`` holds one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dspy
+
+from rag.agent import artifacts
+from rag.agent.module import Sieve
+from rag.config import Settings
+from rag.eval.judging import AnswerJudge
+
+
+@dataclass
+class Program:
+    agent: Sieve
+    artifact: artifacts.Artifact | None
+    models: dict[str, str]
+    lms: dict[str, dspy.BaseLM]
+    messages: list[str] = field(default_factory=list)  # diagnostics for stderr
+    judge: AnswerJudge | None = None
+    artifacts_looked: bool = True  # False: --no-artifact, so none was looked for
+
+    @property
+    def description(self) -> str:
+        if self.artifact is None:
+            why = "no artifact in artifacts/ fits with a dev gain beyond noise" if self.artifacts_looked else "--no-artifact"
+            return f"uncompiled signatures ({why})"
+        return f"compiled artifact {self.artifact.name} ({self.artifact.manifest.get('optimizer', '?')})"
+
+
+def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
+    """The agent for ``settings``: uncompiled, or with the artifact that fits (``settings.artifact`` names one)."""
+    from rag.lm.configure import lms_for_roles, resolve_specs
+    from rag.retrieval.retriever import Retriever
+
+    retriever = retriever or Retriever.from_settings(settings)
+    lms = lms_for_roles(settings)
+    models = resolve_specs(settings)
+    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
+                  top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
+                  answer_context=settings.answer_context, id_choices=settings.id_choices,
+                  subject_shortcut=settings.subject_shortcut)
+    judge = AnswerJudge(lms.get("judge"))
+    artifact, messages = None, []
+    if use_artifact:
+        root, fingerprint = Path(settings.artifacts_dir), retriever.index.fingerprint
+        artifact, messages = artifacts.select(root, models, name=settings.artifact, fingerprint=fingerprint)
+        if artifact is not None:
+            artifacts.apply(agent, artifact)
+        if settings.artifact:  # a named artifact brings its judge, if it has one
+            judged = artifact if artifact is not None and artifact.judge_path else None
+        else:
+            judged, more = artifacts.select(root, models, fingerprint=fingerprint, roles=artifacts.JUDGE_ROLES)
+            messages += [m for m in more if m not in messages]
+        if judged is not None:
+            judge.load_compiled(judged)
+    return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages, judge=judge,
+                   artifacts_looked=use_artifact)

@@ -1,0 +1,84 @@
+"""``rag ask``: one question answered with numbered sources, or refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rag.cli.common import (
+    InBackground,
+    app,
+    at_least,
+    clean_warnings,
+    err,
+    load_retriever,
+    settings_from,
+)
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question to answer."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full prediction and trace as JSON."),
+    trace: bool = typer.Option(False, "--trace", help="Show each decision (retrieve, grade, rewrite, answer) on stderr."),
+    mode: Optional[str] = typer.Option(None, help="Retrieval mode: bm25, dense or hybrid."),
+    k: Optional[int] = typer.Option(None, "--k", help="Passages shown to the grader and answerer."),
+    max_rewrites: Optional[int] = typer.Option(None, help="Rewrites before refusing (default 2)."),
+    reflection: Optional[bool] = typer.Option(None, "--reflection/--no-reflection", help="Grade and rewrite (default), or retrieve-then-answer."),
+    index_dir: Optional[Path] = typer.Option(None, help="Index directory (default: see rag index --help)."),
+    artifact: Optional[str] = typer.Option(None, help="Use this compiled artifact (name in artifacts/ or a path)."),
+    no_artifact: bool = typer.Option(False, "--no-artifact", help="Run the uncompiled signatures."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, e.g. --set grader_model=groq/openai/gpt-oss-20b."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which prompts and models run, and why compiled artifacts were used or skipped."),
+) -> None:
+    """Answer a question from the indexed documents, with numbered sources, or refuse.
+
+    Examples:
+
+        rag ask "What does the nonlocal statement do?"
+
+        rag ask "How do I make my object work with len()?" --trace
+
+        rag ask "What does asyncio.gather return?" --json > answer.json
+
+        rag ask "What is a lambda?" --no-reflection --mode bm25
+
+        rag ask "What is a lambda?" --verbose   # which artifact ran, or why none did
+    """
+    clean_warnings()
+    at_least(1, k=k)
+    at_least(0, max_rewrites=max_rewrites)
+    settings = settings_from(sets, mode=mode, top_k=k, max_rewrites=max_rewrites, reflection=reflection,
+                         index_dir=index_dir, artifact=artifact, cache=False if no_cache else None)
+    # The index, its search libraries and the query encoder load while DSPy is imported and the LMs are made.
+    retriever_load = InBackground(lambda: load_retriever(settings), name="sieve-load-retriever")
+    from rag.api import open_agent
+    from rag.ingest.chunking import page_label
+
+    agent = open_agent(settings, use_artifact=not no_artifact, retriever=retriever_load.result)  # waited for after DSPy loads
+    if verbose:
+        for message in agent.program.messages:
+            err(message)
+        err(f"Using {agent.description}; models: " + ", ".join(f"{r}={m}" for r, m in agent.program.models.items()))
+    pred = agent(question).prediction
+    if trace:
+        err(pred.trace.render())
+    if json_out:
+        import json
+
+        from rag.agent.module import prediction_to_dict
+
+        data = prediction_to_dict(pred)
+        data["artifact"] = agent.program.artifact.name if agent.program.artifact else None
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    typer.echo(pred.answer)
+    listed = pred.sources if not pred.refused else pred.closest
+    if listed:
+        typer.echo("\nSources:" if not pred.refused else "\nClosest passages (judged not relevant):")
+        for i, src in enumerate(listed, 1):
+            where = ", ".join(x for x in (src["title"] or src["chunk_id"], page_label(src)) if x)
+            typer.echo(f"  [{i}] {where} ({src['chunk_id']})")

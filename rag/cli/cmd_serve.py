@@ -1,0 +1,49 @@
+"""``rag serve``: the web page and its JSON API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rag.cli.common import (
+    app,
+    clean_warnings,
+    settings_from,
+)
+
+
+@app.command("serve")
+def serve_cmd(
+    host: str = typer.Option("127.0.0.1", help="Address to listen on. Anything but loopback is reachable by others, "
+                             "and there is no authentication."),
+    port: int = typer.Option(8000, help="Port to listen on (0 picks a free one)."),
+    runs: Optional[Path] = typer.Option(None, "--runs", help="Folder of eval runs to browse (default: SIEVE_RUNS, "
+                                        "else SIEVE_HOME/runs), or one run folder."),
+    config: str = typer.Option("full", help="The configuration selected when the page opens (rag eval --config list)."),
+    index_dir: Optional[Path] = typer.Option(None, help="Index directory (default: see rag index --help)."),
+    golden: Optional[Path] = typer.Option(None, help="Golden set the example questions come from."),
+    queue: int = typer.Option(8, "--queue", min=0, help="Questions that may wait for the model; more get HTTP 503."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, for every configuration."),
+) -> None:
+    """Serve a web page to ask questions and watch each decision stream in (retrieve, grade, rewrite, answer or
+    refuse), and to browse evaluation runs and compiled artifacts. JSON API under /api/ (see the README).
+
+    Examples:
+
+        rag serve                                   # http://127.0.0.1:8000
+
+        rag serve --port 8080 --runs ~/.cache/sieve/runs
+
+        rag serve --config hybrid --set answerer_model=groq/openai/gpt-oss-120b
+    """
+    from rag.lm.configure import configure_dspy
+    from rag.serve import build_app
+    from rag.serve.server import serve_forever
+
+    clean_warnings()
+    pairs = [*(sets or []), *([f"index_dir={index_dir}"] if index_dir else []), *(["cache=false"] if no_cache else [])]
+    configure_dspy(settings_from(pairs))
+    serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue), host, port)

@@ -1,0 +1,116 @@
+"""What every ``rag`` command shares: the Typer app, stderr diagnostics, flag checks, and the settings a command's
+flags override (flags > ``SIEVE_*`` env > config file > defaults, as in rag.config)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+import typer.core
+
+from rag.config import Settings, load_settings
+
+
+class Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print "Aborted!", exit 1) to main()."""
+
+
+class _Group(typer.core.TyperGroup):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="rag",
+    help="Sieve: a self-reflective RAG agent that grades its retrieval, rewrites failed queries and refuses rather than guesses.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def err(message: str) -> None:
+    """Diagnostics and progress go to stderr."""
+    typer.echo(message, err=True)
+
+
+def clean_warnings() -> None:
+    """Show library warnings (skipped files, cut queries) as one plain stderr line each."""
+    import warnings
+
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"Warning: {message}\n"
+
+
+_ON_INTERRUPT = [""]  # what main() says on Ctrl-C: what was kept and how to resume (set by each command)
+
+
+def on_interrupt(note: str) -> None:
+    _ON_INTERRUPT[0] = note
+
+
+def at_least(minimum: int, **flags: Optional[int]) -> None:
+    """A flag below ``minimum`` is an error naming the flag (not the setting behind it)."""
+    from rag.errors import InputError
+
+    for name, value in flags.items():
+        if value is not None and value < minimum:
+            raise InputError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
+
+
+def quiet_loading() -> None:
+    """No model-loading progress bars (transformers' "Loading weights", the hub's download bars)."""
+    import os
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+def settings_from(sets: Optional[list[str]] = None, **flags) -> Settings:
+    """Flags given on the command line override env vars and the config file (rag.config)."""
+    from rag.config import parse_assignments
+
+    return load_settings({**parse_assignments(sets), **{k: v for k, v in flags.items() if v is not None}})
+
+
+class InBackground:
+    """``work()`` in a daemon thread, started at once; :meth:`result` waits for it and returns its value, or raises
+    here what it raised (a SieveError then becomes the usual one-line error). Daemon: Ctrl-C in the main thread,
+    which :meth:`result`'s wait lets through, exits without waiting for the work to finish."""
+
+    def __init__(self, work, name: str) -> None:
+        import threading
+
+        self._outcome: tuple[bool, object] = (False, None)
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._outcome = (True, work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the waiting thread
+            self._outcome = (False, exc)
+
+    def result(self):
+        self._thread.join()
+        done, value = self._outcome
+        if not done:
+            raise value
+        return value
+
+
+def load_retriever(settings: Settings):
+    """The retriever for ``settings`` with its index parts and query encoder loaded (rag.retrieval.retriever.Retriever.warm_up)."""
+    from rag.retrieval.retriever import Retriever
+
+    return Retriever.from_settings(settings).warm_up()

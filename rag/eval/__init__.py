@@ -1,0 +1,9 @@
+"""The evaluation harness: golden sets (``golden``), the runner (``runner``) and its run files (``runs``), named
+configurations and gates (``presets``), each decision scored (``decisions``, ``agent_metrics``), retrieval metrics
+(``metrics``), pooled intervals (``pooled``), repeats (``repeat``), the Judge (``judging``), reference overlap
+(``overlap``), judge calibration (``calibrate``) and failure diagnosis (``diagnose``).
+
+Nothing is imported here, so importing one module stays cheap.
+"""
+
+__all__ = ["agent_metrics", "calibrate", "decisions", "diagnose", "golden", "judging", "metrics", "overlap", "pooled", "presets", "repeat", "runner", "runs"]

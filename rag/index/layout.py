@@ -1,0 +1,133 @@
+"""The index folder: its layout, which folders a build may replace, and one build per folder at a time.
+
+A build writes into a temporary sibling folder and then swaps it into place (rag.index.store), which deletes
+what was there. So a build only replaces a folder that is provably a Sieve index:
+
+* every entry in it belongs to the index layout (manifest.json, chunks.jsonl, bm25/, dense.faiss,
+  embeddings.npy), and
+* its manifest.json is a Sieve index manifest (an integer ``format`` and a ``sieve_version``), or, for a
+  damaged index whose manifest is missing or unreadable, at least two of the other parts are there.
+
+Anything else (a web app's folder with its own manifest.json, a copy of a compiled artifact, notes) is
+refused with one line naming the folder and what in it is not an index, before any embedding is done.
+
+Two builds into one folder would race on the swap; :func:`build_lock` makes the second one stop at once
+with "another build is running" (an ``flock`` on ``.<name>.lock`` beside the folder, released by the
+kernel if the process dies, and removed when the build ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): builds are not locked
+    fcntl = None  # type: ignore[assignment]
+
+from rag.errors import InputError
+
+MANIFEST = "manifest.json"
+CHUNKS = "chunks.jsonl"
+BM25_DIR = "bm25"
+FAISS_FILE = "dense.faiss"
+EMBEDDINGS = "embeddings.npy"
+REQUIRED = (CHUNKS, BM25_DIR, FAISS_FILE, EMBEDDINGS)
+LAYOUT = (MANIFEST, *REQUIRED)
+
+
+def _manifest_kind(path: Path) -> str:
+    """``sieve``, ``missing``, ``unreadable`` (not JSON: a damaged index) or ``foreign`` (someone else's)."""
+    if not path.exists():
+        return "missing"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "unreadable"
+    if isinstance(data, dict) and isinstance(data.get("format"), int) and isinstance(data.get("sieve_version"), str):
+        return "sieve"
+    return "foreign"
+
+
+def replace_refusal(root: Path) -> str | None:
+    """Why a build must not write to ``root`` (None: it may, the folder is absent, empty or a Sieve index)."""
+    root = Path(root)
+    if not root.exists():
+        if root.is_symlink():
+            return f"{root} is a broken symbolic link"
+        return None
+    if not root.is_dir():
+        return f"{root} exists and is not a folder"
+    try:
+        entries = sorted(p.name for p in root.iterdir())
+    except OSError as exc:
+        return f"{root} cannot be read ({exc.strerror or exc})"
+    if not entries:
+        return None
+    foreign = [name + ("/" if (root / name).is_dir() else "") for name in entries if name not in LAYOUT]
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        return f"{root} is not a Sieve index: it holds {', '.join(foreign[:3])}{more}"
+    kind = _manifest_kind(root / MANIFEST)
+    if kind == "foreign":
+        return f"{root} is not a Sieve index: its {MANIFEST} is not a Sieve index manifest (no format/sieve_version)"
+    if kind != "sieve" and sum((root / name).exists() for name in REQUIRED) < 2:
+        return f"{root} is not a Sieve index: its {MANIFEST} is {kind} and it lacks the index files"
+    return None
+
+
+def check_target(root: Path) -> None:
+    """Raise InputError (one line, naming the folder) unless a build may write the index to ``root``."""
+    root = Path(root)
+    why = replace_refusal(root)
+    if why:
+        raise InputError(f"{why}; refusing to replace it. Choose another --index-dir, or empty that folder yourself")
+    parent = root.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create the index folder {root}: {parent} is not a folder; choose another --index-dir")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the index folder {root}: {parent} is not writable; choose another --index-dir")
+
+
+def lock_path(root: Path) -> Path:
+    return Path(root).parent / f".{Path(root).name}.lock"
+
+
+@contextlib.contextmanager
+def build_lock(root: Path) -> Iterator[Path]:
+    """Hold the build lock of ``root`` (InputError at once when another build holds it); removed on exit."""
+    path = lock_path(root)
+    if fcntl is None:
+        yield path
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            raise InputError(f"another rag index is building {root} right now"
+                             f"{f' (pid {holder})' if holder.isdigit() else ''}; wait for it to finish, "
+                             f"or choose another --index-dir (lock: {path})") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # not a lock file that its previous holder removed while we waited to open it
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)

@@ -1,0 +1,7 @@
+"""Documents in: the built-in corpus and folders of files (``corpus``), PDF and Word readers (``readers``),
+and structure-aware chunking (``chunking``).
+
+Nothing is imported here, so importing one module stays cheap.
+"""
+
+__all__ = ["chunking", "corpus", "readers"]

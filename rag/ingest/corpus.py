@@ -1,0 +1,315 @@
+"""Documents in: the built-in demo corpus and folders of text files.
+
+Two sources produce :class:`Document` objects (a third, pre-chunked JSONL, skips documents
+entirely; see :func:`rag.ingest.chunking.load_chunks_jsonl`):
+
+* :func:`load_builtin_topics`: the Python language reference topics that ship with CPython
+  (``pydoc_data.topics``), so a new user can index something without bringing data;
+* :func:`load_folder`: ``.md`` / ``.markdown`` / ``.txt`` / ``.rst`` / ``.html`` / ``.pdf`` / ``.docx``
+  files found recursively under a folder. Files that cannot be read as UTF-8 text are skipped with a
+  warning naming them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
+  structure-aware chunker sees its sections. PDF and Word files are read by :mod:`rag.ingest.readers` into
+  :class:`Block` s (headings with levels, paragraphs, whole tables), each with its page numbers, which the
+  chunker uses directly; an encrypted, corrupt, empty or image-only one is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import re
+import sys
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from rag.errors import InputError
+from rag.ingest.readers import Block
+
+TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
+PAGED_SUFFIXES = (".pdf", ".docx")  # read by rag.ingest.readers, page by page
+SUFFIXES = (*TEXT_SUFFIXES, *PAGED_SUFFIXES)
+MAX_FILE_BYTES = 20_000_000  # default of the max_file_mb setting: a larger "document" is almost surely not prose
+BLOCK_BYTES = 1 << 20  # files are read and decoded in blocks of this size
+
+
+@dataclass
+class Document:
+    """One source document before chunking. ``doc_id`` is stable (relative posix path or topic name).
+
+    ``blocks``, when given (PDF, DOCX), is the document's structure: the chunker uses it instead of parsing
+    ``text`` (then the blocks rendered as Markdown), and gives each chunk the pages its blocks are on."""
+
+    doc_id: str
+    text: str
+    title: str = ""
+    source: str = ""
+    url: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    blocks: list[Block] = field(default_factory=list)
+
+
+class Documents(list):
+    """The documents :func:`load_folder` read (a list), with ``skipped``: why -> how many files were skipped."""
+
+    def __init__(self, docs: list[Document] = (), skipped: Counter[str] | None = None) -> None:
+        super().__init__(docs)
+        self.skipped: Counter[str] = Counter(skipped or {})
+
+    def skipped_summary(self) -> str:
+        """``"skipped 3 files: 2 encrypted, 1 image-only"``, or "" when none was skipped."""
+        n = sum(self.skipped.values())
+        if not n:
+            return ""
+        return f"skipped {n} file{'s' if n != 1 else ''}: " + ", ".join(f"{k} {why}" for why, k in self.skipped.most_common())
+
+
+def load_builtin_topics(names: list[str] | None = None) -> Documents:
+    """The CPython language-reference topics (``pydoc_data.topics.topics``), one document per topic.
+
+    ``names`` restricts to a subset (unknown names raise :class:`InputError`); the default is all.
+    """
+    from pydoc_data.topics import topics
+
+    chosen = sorted(topics) if names is None else list(names)
+    unknown = [n for n in chosen if n not in topics]
+    if unknown:
+        raise InputError(f"unknown built-in topic(s): {', '.join(unknown)}; see pydoc_data.topics for the list")
+    docs = []
+    for name in chosen:
+        text = topics[name]
+        first = text.lstrip().splitlines()[0].strip() if text.strip() else name
+        docs.append(Document(doc_id=name, text=text, title=first, source=f"pydoc:{name}", meta={"topic": name}))
+    return Documents(docs)
+
+
+def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> Documents:
+    """Every supported file under ``path`` (recursive, sorted, hidden files and Office lock files ``~$*``
+    skipped), as :class:`Documents` (a list, with the skipped files counted by reason).
+
+    ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces); a file name that is
+    not valid UTF-8 is kept with its bad bytes written as ``\\xNN`` (and a warning). Empty, binary,
+    non-UTF-8, unreadable files and files over ``max_bytes`` (setting ``max_file_mb``) are skipped with a
+    :class:`UserWarning` naming them; so are encrypted, corrupt, empty and image-only PDF/DOCX files (for
+    those ``max_bytes`` bounds the text they hold, not the file's size: they are read page by page).
+    Raises :class:`InputError` when ``path`` is missing or holds no usable supported file, saying why each
+    was skipped.
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise InputError(f"{root}: no such file or folder; give a folder of {'/'.join(SUFFIXES)} files")
+    if root.is_file() and root.suffix.lower() not in SUFFIXES:
+        raise InputError(f"{root}: unsupported file type {root.suffix!r}; supported: {', '.join(SUFFIXES)}")
+    files = [root] if root.is_file() else sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith("~$")
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+    base = root.parent if root.is_file() else root
+    if not files:
+        raise InputError(f"{root}: no supported files found (looked for {', '.join(SUFFIXES)}, recursively)")
+    docs: list[Document] = []
+    skipped: Counter[str] = Counter()
+    for i, file in enumerate(files, 1):
+        if show_progress:
+            print(f"\rreading files {i}/{len(files)}", end="", file=sys.stderr, flush=True)
+        shown = _valid_name(str(file))
+        if shown != str(file):
+            warnings.warn(f"file name {shown} is not valid UTF-8; it is indexed under that name (rename it, e.g. "
+                          "with convmv, for a readable id)", stacklevel=2)
+        rel = _valid_name(file.relative_to(base).as_posix())
+        if file.suffix.lower() in PAGED_SUFFIXES:
+            doc, why = _read_paged(file, rel, shown, max_bytes)
+            if doc is None:
+                skipped[why] += 1
+            else:
+                docs.append(doc)
+            continue
+        text, why = _read_text(file, max_bytes, shown)
+        if text is not None and not text.strip():
+            text, why = None, "empty"
+            warnings.warn(f"skipping {shown}: empty", stacklevel=2)
+        if text is None:
+            skipped[why] += 1
+            continue
+        if file.suffix.lower() in (".html", ".htm"):
+            title, text = html_to_text(text)
+        else:
+            title = _first_heading(text, file.suffix.lower()) or _valid_name(file.stem)
+        if not text.strip():
+            warnings.warn(f"skipping {shown}: empty after reading", stacklevel=2)
+            skipped["empty"] += 1
+            continue
+        docs.append(Document(doc_id=rel, text=text, title=title or _valid_name(file.stem), source=shown,
+                             meta={"path": rel}))
+    if show_progress:
+        print(file=sys.stderr)
+    if not docs:
+        reasons = ", ".join(f"{n} {why}" for why, n in skipped.most_common())
+        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be indexed ({reasons}; see the "
+                         "warnings above)")
+    return Documents(docs, skipped)
+
+
+def _read_paged(file: Path, rel: str, shown: str, max_bytes: int) -> tuple[Document | None, str]:
+    """(Document, "") for a PDF or DOCX, or (None, why) with a one-line warning naming the file. Never raises
+    for a bad file: whatever its parser throws skips that file only."""
+    from rag.ingest.readers import Unreadable, read_docx, read_pdf
+
+    reader = read_pdf if file.suffix.lower() == ".pdf" else read_docx
+    try:
+        parsed = reader(file, max_bytes)
+    except Unreadable as exc:
+        warnings.warn(f"skipping {shown}: {exc.detail}", stacklevel=3)
+        return None, exc.reason
+    except OSError as exc:
+        warnings.warn(f"skipping {shown}: cannot read it ({exc.strerror or exc})", stacklevel=3)
+        return None, "unreadable"
+    except Exception as exc:  # noqa: BLE001 - a parser failing on an odd file must not end the whole index
+        detail = " ".join(str(exc).split())[:120]
+        warnings.warn(f"skipping {shown}: cannot be parsed ({type(exc).__name__}: {detail})", stacklevel=3)
+        return None, "corrupt"
+    for note in parsed.notes:
+        warnings.warn(f"{shown}: {note}", stacklevel=3)
+    title = parsed.title or _valid_name(file.stem)
+    text = "\n\n".join(b.markdown() for b in parsed.blocks)
+    return Document(doc_id=rel, text=text, title=title, source=shown, meta={"path": rel}, blocks=parsed.blocks), ""
+
+
+def _valid_name(name: str) -> str:
+    """A path from the file system as valid Unicode: bytes that are not UTF-8 become ``\\xNN``."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _read_text(file: Path, max_bytes: int = MAX_FILE_BYTES, shown: str = "") -> tuple[str | None, str]:
+    """(UTF-8 text of ``file``, "") or (None, why) with a warning that names it and says why.
+
+    Read in blocks with an incremental decoder, so a large file is never held twice (bytes and text) and a
+    binary or non-UTF-8 file stops at its first bad block."""
+    shown = shown or _valid_name(str(file))
+    try:
+        size = file.stat().st_size
+        if size > max_bytes:
+            warnings.warn(f"skipping {shown}: {size / 1e6:.1f} MB is over max_file_mb={max_bytes / 1e6:g} (raise it "
+                          "with SIEVE_MAX_FILE_MB or max_file_mb in sieve.toml)", stacklevel=3)
+            return None, f"over max_file_mb={max_bytes / 1e6:g}"
+        decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        parts, offset = [], 0
+        with file.open("rb") as fh:
+            while block := fh.read(BLOCK_BYTES):
+                if offset == 0 and b"\x00" in block[:8192]:
+                    warnings.warn(f"skipping {shown}: binary content (NUL bytes), not text", stacklevel=3)
+                    return None, "binary"
+                if offset + len(block) > max_bytes:  # grew while we read it
+                    warnings.warn(f"skipping {shown}: over max_file_mb={max_bytes / 1e6:g}", stacklevel=3)
+                    return None, f"over max_file_mb={max_bytes / 1e6:g}"
+                try:
+                    parts.append(decoder.decode(block))
+                except UnicodeDecodeError as exc:
+                    warnings.warn(f"skipping {shown}: not valid UTF-8 (byte {offset + exc.start}); convert it with "
+                                  "e.g. iconv -t UTF-8", stacklevel=3)
+                    return None, "not UTF-8"
+                offset += len(block)
+            pending = len(decoder.getstate()[0])
+            try:
+                parts.append(decoder.decode(b"", final=True))
+            except UnicodeDecodeError:
+                warnings.warn(f"skipping {shown}: not valid UTF-8 (byte {offset - pending}); convert it with e.g. "
+                              "iconv -t UTF-8", stacklevel=3)
+                return None, "not UTF-8"
+    except OSError as exc:
+        warnings.warn(f"skipping {shown}: cannot read it ({exc.strerror or exc})", stacklevel=3)
+        return None, "unreadable"
+    return "".join(parts).replace("\r\n", "\n").replace("\r", "\n"), ""
+
+
+_MD_H1 = re.compile(r"^\s{0,3}#\s+(.+?)\s*#*\s*$", re.M)
+_RST_TITLE = re.compile(r"^(?:([=\-~^*#+\"'`])\1{2,}\n)?(\S[^\n]*)\n([=\-~^*#+\"'`])\3{2,}\s*$", re.M)
+
+
+def _first_heading(text: str, suffix: str) -> str:
+    if suffix in (".md", ".markdown"):
+        m = _MD_H1.search(text)
+        return m.group(1).strip() if m else ""
+    if suffix in (".rst", ".txt"):
+        m = _RST_TITLE.search(text)
+        return m.group(2).strip() if m else ""
+    return ""
+
+
+class _HTMLToText(HTMLParser):
+    """Minimal HTML -> Markdown-ish text: headings become ``#`` lines, blocks become paragraphs, pre stays whole."""
+
+    BLOCKS = {"p", "div", "section", "article", "li", "tr", "br", "table", "ul", "ol", "blockquote", "dd", "dt"}
+    SKIP = {"script", "style", "head", "nav", "noscript", "svg"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.skip = 0
+        self.pre = 0
+        self.heading: int | None = None
+        self.title = ""
+        self.in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+        if tag in self.SKIP:
+            self.skip += 1
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.heading = int(tag[1])
+            self.out.append("\n\n" + "#" * self.heading + " ")
+        elif tag == "pre":
+            self.pre += 1
+            self.out.append("\n\n```\n")
+        elif tag in ("td", "th"):
+            self.out.append(" | ")
+        elif tag in self.BLOCKS:
+            self.out.append("\n\n" if tag not in ("br", "li", "tr") else "\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        if tag in self.SKIP:
+            self.skip = max(0, self.skip - 1)
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.heading = None
+            self.out.append("\n\n")
+        elif tag == "pre":
+            self.pre = max(0, self.pre - 1)
+            self.out.append("\n```\n\n")
+        elif tag in self.BLOCKS:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title += data
+        if self.skip or self.in_title:
+            return
+        if self.pre:
+            self.out.append(data)
+        else:
+            self.out.append(re.sub(r"\s+", " ", data))
+
+
+def html_to_text(source: str) -> tuple[str, str]:
+    """(title, text) of an HTML page; the text keeps headings as Markdown ``#`` lines."""
+    parser = _HTMLToText()
+    parser.feed(source)
+    parser.close()
+    text = "".join(parser.out)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text).strip()
+    title = html.unescape(parser.title).strip()
+    if not title:
+        m = _MD_H1.search(text)
+        title = m.group(1).strip() if m else ""
+    return title, text

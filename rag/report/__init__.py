@@ -1,0 +1,8 @@
+"""Reading runs: Markdown reports (``markdown``), uncompiled vs compiled (``compare``), pandas tables for the
+notebooks (``analysis``, ``runset``), figures (``plots``), one record read by a person (``trace_view``) and what
+each rewrite bought (``rewrite_depth``).
+
+Nothing is imported here, so importing one module stays cheap.
+"""
+
+__all__ = ["analysis", "compare", "markdown", "plots", "rewrite_depth", "runset", "trace_view"]
