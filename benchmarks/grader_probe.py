@@ -34,12 +34,12 @@ import dspy  # noqa: E402
 
 from benchmarks.demo_leak import copies_demo, demo_subjects, grade_demos  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
-from rag.agent.adapter import DEMO_POSITIONS, SieveAdapter, program_demos, shown_ids  # noqa: E402
 from rag.agent.artifacts import apply, load  # noqa: E402
 from rag.agent.context import format_context, split_citations  # noqa: E402
 from rag.agent.module import Sieve  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.eval.golden import gold_chunk_ids, load_golden  # noqa: E402
+from rag.lm.adapter import DEMO_POSITIONS, SieveAdapter, program_demos, shown_ids  # noqa: E402
 from rag.lm.configure import build_lm, configure_dspy  # noqa: E402
 from rag.retrieval.retriever import Retriever  # noqa: E402
 from rag.usage.metering import metered_call  # noqa: E402

@@ -300,6 +300,6 @@ def _total_spend(per_role: dict[str, dict[str, Any]], planned: int) -> dict[str,
 
 
 def _sieve_version() -> str:
-    from rag import __version__
+    from rag.version import __version__
 
     return __version__

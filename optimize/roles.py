@@ -27,10 +27,10 @@ from typing import Any
 
 import dspy
 
-from rag.agent.adapter import shown_ids
 from rag.agent.context import context_ids, extract_citations, format_context, split_citations
+from rag.agent.judging import NO_PASSAGES
 from rag.eval.decisions import answer_score, grader_score, rewrite_succeeded
-from rag.eval.judging import NO_PASSAGES
+from rag.lm.adapter import shown_ids
 from signatures import Answerer, Grader, Judge, Rewriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
@@ -39,7 +39,7 @@ NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
 
 class _ContextStep(dspy.Module):
     """One role over (question, context), called as the agent calls it: with ``id_choices`` its ``*_ids`` outputs
-    may name only the passages in the context (``rag.agent.adapter.shown_ids``)."""
+    may name only the passages in the context (``rag.lm.adapter.shown_ids``)."""
 
     signature: type[dspy.Signature]
 

@@ -28,8 +28,7 @@ from typing import Any
 from rag.api import Agent, Answer, Source, build_index, compile_program, open_agent, run_eval
 from rag.config import Settings, load_settings
 from rag.errors import SieveError
-
-__version__ = "0.1.0"
+from rag.version import __version__
 
 _LAZY = {"Sieve": "rag.agent.module", "Retriever": "rag.retrieval.retriever"}  # these import DSPy / FAISS
 

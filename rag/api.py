@@ -173,7 +173,8 @@ def build_index(source: str | Path | None = None, *, chunks: str | Path | None =
 def run_eval(config: str = "full", *, split: str = "test", limit: int | None = None, golden: str | Path | None = None,
              out: str | Path | None = None, set_pairs: list[str] | None = None, judge: bool = True,
              use_artifact: bool = True, threads: int | None = None, show_progress: bool = False,
-             log: Callable[[str], None] | None = None, **options: Any) -> tuple[dict[str, Any], Path]:
+             index_dir: str | Path | None = None, ray: str | None = None, workers: int | None = None,
+             log: Callable[[str], None] | None = None) -> tuple[dict[str, Any], Path]:
     """Run the agent over a golden set and score every decision; results are written as each item finishes,
     and a run started again with the same arguments resumes.
 
@@ -188,17 +189,29 @@ def run_eval(config: str = "full", *, split: str = "test", limit: int | None = N
         use_artifact: use the compiled artifact that fits.
         threads: items in parallel (default 1 for the embedded model).
         show_progress: a progress bar on stderr.
+        index_dir: the index to answer from (default ``settings.index_dir``).
+        ray: run the items on Ray workers: an address, ``auto``, or ``local`` (needs the ``ray`` extra).
+        workers: how many Ray workers.
         log: where diagnostics go (default: nowhere).
-        **options: ``index_dir``, ``ray`` and ``workers`` as for ``rag eval``.
 
     Returns:
         ``(summary, run_dir)``: the summary (metrics, intervals, counts) as written to ``summary.json``.
     """
-    from rag.eval.presets import evaluate
+    from rag.errors import ConfigError
+    from rag.eval.presets import plan_eval
 
-    return evaluate(config, split=split, limit=limit, golden=Path(golden) if golden else None,
-                    out=Path(out) if out else None, set_pairs=set_pairs, judge=judge, use_artifact=use_artifact,
-                    threads=threads, show_progress=show_progress, log=log or (lambda _m: None), **options)
+    plan = plan_eval(config, split=split, golden=Path(golden) if golden else None, out=Path(out) if out else None,
+                     set_pairs=set_pairs, index_dir=index_dir, judge=judge, use_artifact=use_artifact,
+                     log=log or (lambda _m: None))
+    if isinstance(plan, str):
+        raise ConfigError(f"configuration {config!r} cannot run here: {plan}")
+    runner = None
+    if ray is not None:
+        from rag.distributed.eval import make_runner
+
+        runner = make_runner(ray, plan.settings, plan.program.lms, workers=workers, use_artifact=use_artifact,
+                             judge=judge, show_progress=show_progress)
+    return plan.run(limit=limit, threads=threads, show_progress=show_progress, runner=runner), plan.out_dir
 
 
 def compile_program(settings: Settings | None = None, *, golden: str | Path | None = None, optimizer: str = "bootstrap",

@@ -32,7 +32,7 @@ EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" reso
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
-DEMO_POSITIONS = ("after", "before", "shared")  # rag.agent.adapter.SieveAdapter(demo_position=...)
+DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 
 
 def default_index_dir() -> Path:
@@ -42,11 +42,11 @@ def default_index_dir() -> Path:
 @dataclass
 class Settings:
     # retrieval
-    index_dir: Path = field(default_factory=default_index_dir)
-    mode: str = "hybrid"
-    top_k: int = 4
+    index_dir: Path = field(default_factory=default_index_dir)  # where `rag index` writes and every command reads
+    mode: str = "hybrid"  # bm25 (lexical), dense (FAISS over embeddings) or hybrid (both, fused by RRF)
+    top_k: int = 4  # passages shown to the grader and the answerer
     candidates: int = 50  # depth of each ranked list fused by RRF
-    rrf_k: int = 60
+    rrf_k: int = 60  # Reciprocal Rank Fusion's constant: score = sum of 1 / (rrf_k + rank) over the lists
     # a chunk with the same words as a higher-ranked hit (case, punctuation and whitespace aside) is left out and the
     # next distinct one takes its place (rag.retrieval.retriever); false = every chunk as ranked, repeats included
     dedupe: bool = True
@@ -57,7 +57,7 @@ class Settings:
     embedding_runtime: str = "onnx"
     # the encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8" (ONNX
     # only; dynamic quantization: a cold index ~3x faster than torch, vectors differ slightly, retrieval inside
-    # fp32's intervals: README, Indexing and int8; queries then use int8 too, as the manifest says); "auto" =
+    # fp32's intervals: docs/results.md; queries then use int8 too, as the manifest says); "auto" =
     # int8 with embedding_runtime=onnx, fp32 with torch
     embedding_precision: str = "auto"
     # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
@@ -65,11 +65,11 @@ class Settings:
     dense_index: str = "auto"
     # chunking
     chunk_size: int = 1200  # target characters per chunk
-    chunk_overlap: int = 150
+    chunk_overlap: int = 150  # characters carried over between chunks of one section
     max_file_mb: int = 20  # rag index skips (with a warning) files larger than this
     # agent
-    reflection: bool = True
-    max_rewrites: int = 2
+    reflection: bool = True  # grade and rewrite; false = retrieve, then answer (the baseline)
+    max_rewrites: int = 2  # rewrites of a failed query before the agent refuses (the loop's bound)
     # the grader sees only the first N characters of each passage (the answerer still sees them whole): a latency
     # lever for small local models; None = whole passages (benchmarks/results/subject_guard.md measures 600 on dev)
     grade_passage_chars: int | None = None
@@ -78,23 +78,22 @@ class Settings:
     # "accepted" = only the passages the grader listed, whole
     answer_context: str = "graded"
     # the grader's and answerer's id lists may name only the passages shown (a JSON-schema enum the engines
-    # enforce, rag.agent.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
+    # enforce, rag.lm.adapter.shown_ids): a small model writes "while#000", not the passage's whole header, and never
     # an id it was not shown; false = any string, as before
     id_choices: bool = True
     # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
     # is rejected without a grade call, as the subject guard would overrule it (rag.agent.module); false = grade every context
     subject_shortcut: bool = True
-    # where a compiled program's demos go in each prompt (rag.agent.adapter): "shared", one block of every role's demos
+    # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
-    # passages once, and the block once per process); "before" the passages, each role its own; or "after" them.
-    # On dev the 1.5B grader copied its demo's subject into 14 of 32 calls with "after", 0 with the others
-    # (README, Compiled prompts). Without compiled demos all three are the same prompt
+    # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
+    # (why "shared": docs/design.md). Without compiled demos all three are the same prompt
     demo_position: str = "shared"
     # language models, one per role; None = resolved default (embedded, or Groq when GROQ_API_KEY is set)
     grader_model: str | None = None
-    rewriter_model: str | None = None
-    answerer_model: str | None = None
-    judge_model: str | None = None
+    rewriter_model: str | None = None  # as grader_model, for the rewriter
+    answerer_model: str | None = None  # as grader_model, for the answerer
+    judge_model: str | None = None  # as grader_model, for the judge (rag eval)
     # rag compile: the model that writes new instructions (MIPROv2's proposer, GEPA's reflection); None = the
     # answerer's. A strong hosted model here lets a small task model gain from instructions it could not write.
     proposer_model: str | None = None
@@ -119,9 +118,9 @@ class Settings:
     lm_max_retries: int = 4  # retries after the first attempt (rate limits, 5xx, timeouts)
     rate_limits: str | None = None  # "model=RPM/TPM,*=RPM/TPM"; None = Groq free-tier defaults
     # cache and compiled programs
-    cache: bool = True
-    cache_dir: Path = field(default_factory=lambda: sieve_home() / "dspy-cache")
-    artifacts_dir: Path = field(default_factory=lambda: PROJECT_ROOT / "artifacts")
+    cache: bool = True  # DSPy's LM cache: a repeated call costs nothing
+    cache_dir: Path = field(default_factory=lambda: sieve_home() / "dspy-cache")  # where the LM cache lives
+    artifacts_dir: Path = field(default_factory=lambda: PROJECT_ROOT / "artifacts")  # compiled programs (rag compile)
     artifact: str | None = None  # a named artifact; None = the one matching this configuration
 
     def model_for(self, role: str) -> str | None:
@@ -149,10 +148,6 @@ class Settings:
         if self.llama_extra_bufts not in EXTRA_BUFTS:
             raise ConfigError(f"llama_extra_bufts={self.llama_extra_bufts!r} is not allowed; use one of: "
                               f"{', '.join(EXTRA_BUFTS)}")
-        from rag.lm.models import CATALOG
-
-        if self.embedded_model not in CATALOG:
-            raise ConfigError(f"embedded_model={self.embedded_model!r} is not known; allowed: {', '.join(CATALOG)}")
         if self.embedding_runtime not in EMBEDDING_RUNTIMES:
             raise ConfigError(f"embedding_runtime={self.embedding_runtime!r} is not allowed; use one of: "
                               f"{', '.join(EMBEDDING_RUNTIMES)}")

@@ -26,9 +26,9 @@ class ScriptedProgram:
     def __call__(self):
         import dspy
 
+        from rag.agent.judging import AnswerJudge
         from rag.agent.module import Sieve
         from rag.config import Settings
-        from rag.eval.judging import AnswerJudge
         from rag.index.store import Index
         from rag.retrieval.retriever import Retriever
         from tests.test_evaluate import ScriptedLM

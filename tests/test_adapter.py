@@ -6,7 +6,7 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from rag.agent.adapter import DEMOS_HEADER, PREAMBLE, SHARED_DEMOS_HEADER, SieveAdapter, program_demos
+from rag.lm.adapter import DEMOS_HEADER, PREAMBLE, SHARED_DEMOS_HEADER, SieveAdapter, program_demos
 from rag.lm.local import bound_schema, cut_fields
 from signatures import Answerer, Grader, Judge
 
@@ -201,7 +201,7 @@ def test_a_key_spilled_into_the_last_free_text_field_is_cut_off():
 def _id_schemas(signature, ids=None):
     from types import SimpleNamespace
 
-    from rag.agent.adapter import shown_ids
+    from rag.lm.adapter import shown_ids
 
     lm = SimpleNamespace(supported_params={"response_format"}, supports_response_schema=True)
     kwargs: dict = {}
@@ -222,7 +222,7 @@ def test_inside_shown_ids_the_id_lists_may_name_only_those_ids():
 
 
 def test_outside_shown_ids_or_with_none_shown_ids_are_free_strings():
-    from rag.agent.adapter import shown_ids
+    from rag.lm.adapter import shown_ids
 
     assert _id_schemas(Grader)["relevant_chunk_ids"]["items"] == {"type": "string"}
     assert _id_schemas(Grader, [])["relevant_chunk_ids"]["items"] == {"type": "string"}

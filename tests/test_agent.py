@@ -279,7 +279,7 @@ class SchemaLM(DummyLM):
 
 @pytest.mark.parametrize("id_choices", [True, False])
 def test_the_grader_and_answerer_may_name_only_the_ids_they_were_shown(retriever, id_choices):
-    from rag.agent.adapter import SieveAdapter
+    from rag.lm.adapter import SieveAdapter
 
     lm = SchemaLM([{"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True, "reason": "says it"},
                    {"cited_ids": ["with#001"], "answer": "It wraps a block [with#001]."}], adapter=SieveAdapter())
@@ -299,7 +299,7 @@ def test_the_grader_and_answerer_may_name_only_the_ids_they_were_shown(retriever
 
 def test_the_compile_steps_constrain_ids_as_the_agent_does(retriever):
     from optimize.roles import AnswerStep, GradeStep
-    from rag.agent.adapter import SieveAdapter
+    from rag.lm.adapter import SieveAdapter
 
     hits = retriever.search("What does the with statement do?", k=3)
     context = format_context(hits)
@@ -335,7 +335,7 @@ class PromptLM(DummyLM):
 
 
 def test_shared_demos_reach_every_call_of_a_compiled_agent_as_one_prefix(retriever):
-    from rag.agent.adapter import SHARED_DEMOS_HEADER, SieveAdapter
+    from rag.lm.adapter import SHARED_DEMOS_HEADER, SieveAdapter
 
     demo = {"question": "What is break?", "context": "[1] [break#000] break\n<<<\nbreak ends a loop.\n>>>",
             "subject": "break", "relevant_chunk_ids": ["break#000"], "relevant": True, "reason": "it says so",

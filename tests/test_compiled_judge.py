@@ -15,7 +15,7 @@ from rag.agent.module import Sieve
 from rag.lm.configure import resolve_specs
 from signatures import Judge
 
-# keyed by the output keys rag.agent.adapter.SieveAdapter lists at the end of each role's prompt (rag eval configures it)
+# keyed by the output keys rag.lm.adapter.SieveAdapter lists at the end of each role's prompt (rag eval configures it)
 REPLIES = {
     "- relevant_chunk_ids (": {"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True,
                                "reason": "it says so"},
@@ -42,7 +42,7 @@ def eval_setup(tmp_path, tiny_index, monkeypatch):
     from rag.config import load_settings
 
     monkeypatch.chdir(tmp_path)  # no sieve.toml
-    from rag.agent.adapter import SieveAdapter
+    from rag.lm.adapter import SieveAdapter
 
     lm = DummyLM(REPLIES, adapter=SieveAdapter())
     monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {r: lm for r in

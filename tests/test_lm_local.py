@@ -147,7 +147,7 @@ def test_auto_and_the_value_it_resolves_to_share_one_loaded_model():
 
 def test_inside_shown_ids_the_real_grammar_writes_only_shown_ids(lm):
     """The enum reaches llama.cpp's grammar: SmolLM2, free to write any string, names only ids it was shown."""
-    from rag.agent.adapter import SieveAdapter, shown_ids
+    from rag.lm.adapter import SieveAdapter, shown_ids
     from signatures import Grader
 
     shown = ["with#001", "compound#004", "while#000"]

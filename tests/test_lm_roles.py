@@ -93,7 +93,7 @@ def test_lms_save_and_load_without_secrets(no_key, monkeypatch):
 
 
 def test_the_demo_position_setting_reaches_the_adapter_and_is_checked(tmp_path):
-    from rag.agent.adapter import SieveAdapter
+    from rag.lm.adapter import SieveAdapter
     from rag.lm.configure import configure_dspy
 
     configure_dspy(Settings(cache=False, cache_dir=tmp_path, demo_position="before"))  # as test_agent_e2e does

@@ -366,9 +366,9 @@ def test_rag_search_shows_the_page(indexed):
 
 def test_rag_ask_cites_the_page_in_sources_and_trace(indexed, monkeypatch: pytest.MonkeyPatch):
     import rag.lm.configure
-    from rag.agent.adapter import SieveAdapter
     from rag.cli import app
     from rag.index.store import Index
+    from rag.lm.adapter import SieveAdapter
     from rag.retrieval.retriever import Retriever
 
     _, idx, built, _ = indexed

@@ -7,7 +7,7 @@ import json
 import dspy
 import pytest
 
-from rag.eval.repeat import spread
+from rag.report.repeat import spread
 from tests.test_compiled_judge import eval_setup  # noqa: F401  (the fixture: tiny index, scripted LMs, golden)
 
 

@@ -5,4 +5,4 @@ and assembling a program for a configuration (``program``).
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["adapter", "artifacts", "context", "module", "program", "trace"]
+__all__ = ["artifacts", "context", "judging", "module", "program", "trace"]

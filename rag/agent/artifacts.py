@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # DSPy is imported to save or apply a program only: listing a
 
 def signature_fingerprint() -> str:
     """Hash of the uncompiled signatures (instructions, field names and types) and of the prompt layout
-    (``rag.agent.adapter.PROMPT_LAYOUT``: where demos go): a changed signature or layout invalidates compiled programs,
+    (``rag.lm.adapter.PROMPT_LAYOUT``: where demos go): a changed signature or layout invalidates compiled programs,
     which would otherwise load silently with stale fields, or with scores measured on other prompts."""
-    from rag.agent.adapter import PROMPT_LAYOUT
+    from rag.lm.adapter import PROMPT_LAYOUT
     from signatures import Answerer, Grader, Judge, Rewriter
 
     parts = [] if PROMPT_LAYOUT == 1 else [f"layout {PROMPT_LAYOUT}"]

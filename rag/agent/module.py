@@ -9,7 +9,7 @@ With ``use_reflection=False`` it is the baseline: retrieve, then answer from wha
 Once the grader accepts, the answerer reads (``answer_context``) the very context the grader read ("graded", the
 default: same text, so llama.cpp reuses its KV cache and the passages are read once per question) or only the
 passages the grader listed ("accepted"). The grader and the answerer may name only the passages they were shown
-(``id_choices``: the ids become an enum in the response schema, ``rag.agent.adapter.shown_ids``).
+(``id_choices``: the ids become an enum in the response schema, ``rag.lm.adapter.shown_ids``).
 
 The grader names the question's subject, and a "relevant" verdict whose subject the accepted passages never mention
 is overruled (the subject guard, ``rag.agent.context.missing_terms``). The subject belongs to the question, not to the
@@ -26,11 +26,11 @@ from typing import Any
 
 import dspy
 
-from rag.agent.adapter import program_demos, shown_ids
 from rag.agent.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
 from rag.agent.trace import Step, Trace
 from rag.config import ANSWER_CONTEXTS
 from rag.errors import InputError
+from rag.lm.adapter import program_demos, shown_ids
 from rag.usage.metering import CallStats, metered_call
 from signatures import Answerer, Grader, Rewriter
 
@@ -53,7 +53,7 @@ class Sieve(dspy.Module):
         if answer_context not in ANSWER_CONTEXTS:
             raise ValueError(f"answer_context must be one of {', '.join(ANSWER_CONTEXTS)}, got {answer_context!r}")
         self.answer_context = answer_context
-        self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.agent.adapter.shown_ids)
+        self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.lm.adapter.shown_ids)
         self.subject_shortcut = subject_shortcut  # a context without the subject the grader named before is not graded again
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.grade = dspy.Predict(Grader)

@@ -13,9 +13,9 @@ from pathlib import Path
 import dspy
 
 from rag.agent import artifacts
+from rag.agent.judging import AnswerJudge
 from rag.agent.module import Sieve
 from rag.config import Settings
-from rag.eval.judging import AnswerJudge
 
 
 @dataclass

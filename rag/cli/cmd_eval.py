@@ -132,7 +132,7 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations instead; ``repeat`` runs the evaluation that many times with
-    the LM cache off and prints the spread of each metric (rag.eval.repeat)."""
+    the LM cache off and prints the spread of each metric (rag.report.repeat)."""
     from rag.eval.presets import META_KEYS, agent_metric_names, load_eval_configs, load_gate, plan_eval
 
     if config in ("list", "?"):
@@ -151,10 +151,16 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
         return 0
 
     def run_in(folder: Path) -> dict[str, Any]:
-        return plan.run(folder, limit=limit, threads=threads, show_progress=show_progress, ray=ray, workers=workers)
+        runner = None
+        if ray is not None:  # a runner of its own for each run, as each repeat is a run of its own
+            from rag.distributed.eval import make_runner
+
+            runner = make_runner(ray, plan.settings, plan.program.lms, workers=workers, use_artifact=use_artifact,
+                                 judge=judge, show_progress=show_progress)
+        return plan.run(folder, limit=limit, threads=threads, show_progress=show_progress, runner=runner)
 
     if repeat:
-        from rag.eval.repeat import run_repeats
+        from rag.report.repeat import run_repeats
 
         base = out or plan.out_dir.with_name(plan.out_dir.name + "-repeat")
         return run_repeats(repeat, run_in, base, json_out=json_out,

@@ -15,7 +15,14 @@ class Interrupted(Exception):
     """Ctrl-C inside a command, carried past click (which would print "Aborted!", exit 1) to main()."""
 
 
+COMMAND_ORDER = ("index", "search", "ask", "eval", "report", "calibrate", "compile", "artifacts", "models", "usage",
+                 "serve", "notebook")  # as `rag --help` lists them: build, use, measure, improve, inspect
+
+
 class _Group(typer.core.TyperGroup):
+    def list_commands(self, ctx):
+        return sorted(self.commands, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

@@ -119,9 +119,11 @@ class SettingsProgram:
     judge: bool = True
 
     def __call__(self) -> tuple[Any, Any, list[Any]]:
-        from rag.api import open_agent
+        from rag.agent.program import build_program
+        from rag.lm.configure import configure_dspy
 
-        program = open_agent(self.settings, use_artifact=self.use_artifact).program  # a worker's entry point
+        configure_dspy(self.settings)  # a worker is an entry point of its own
+        program = build_program(self.settings, use_artifact=self.use_artifact)  # as rag.open_agent builds it
         return program.agent, (program.judge if self.judge else None), program.agent.retriever.index.chunks
 
 

@@ -6,4 +6,4 @@ configurations and gates (``presets``), each decision scored (``decisions``, ``a
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["agent_metrics", "calibrate", "decisions", "diagnose", "golden", "judging", "metrics", "overlap", "pooled", "presets", "repeat", "runner", "runs"]
+__all__ = ["agent_metrics", "calibrate", "decisions", "diagnose", "golden", "metrics", "overlap", "pooled", "presets", "runner", "runs"]

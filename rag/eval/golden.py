@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from rag.errors import InputError
 from rag.ingest.chunking import Chunk
-from rag.jsonl import json_lines
+from rag.ingest.jsonl import json_lines
 from rag.paths import sieve_home
 
 TYPES = ("answerable", "vague", "unanswerable")

@@ -147,17 +147,12 @@ class EvalPlan:
     use_artifact: bool = True
 
     def run(self, folder: Path | None = None, *, limit: int | None = None, threads: int | None = None,
-            show_progress: bool = False, ray: str | None = None, workers: int | None = None) -> dict[str, Any]:
-        """Run (or resume) the evaluation into ``folder`` (default ``out_dir``); returns the run's summary."""
+            show_progress: bool = False, runner: Any = None) -> dict[str, Any]:
+        """Run (or resume) the evaluation into ``folder`` (default ``out_dir``); returns the run's summary.
+        ``runner`` runs the items elsewhere (``rag.distributed.eval.make_runner``: Ray workers)."""
         from rag.eval.runner import run_eval
 
         lms, settings = self.program.lms, self.settings
-        runner = None
-        if ray is not None:
-            from rag.distributed.eval import make_runner
-
-            runner = make_runner(ray, settings, lms, workers=workers, use_artifact=self.use_artifact,
-                                 judge=self.judge, show_progress=show_progress)
         return run_eval(self.items, self.program.agent, lms.get("judge"), folder or self.out_dir, self.config,
                         chunks=self.program.agent.retriever.index.chunks, ghash=self.ghash, runner=runner,
                         config=self.run_config, k=settings.top_k, threads=threads or default_threads(lms),
@@ -204,16 +199,3 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
     return EvalPlan(config=config, settings=settings, program=program, items=items, ghash=ghash,
                     run_config=run_config, out_dir=out or default_run_dir(config, ghash, variant), judge=judge,
                     use_artifact=use_artifact)
-
-
-def evaluate(config: str, *, split: str = "test", limit: int | None = None, golden: Path | None = None,
-             out: Path | None = None, set_pairs: list[str] | None = None, index_dir: Path | None = None,
-             judge: bool = True, use_artifact: bool = True, threads: int | None = None, show_progress: bool = False,
-             ray: str | None = None, workers: int | None = None,
-             log: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], Path]:
-    """One agent evaluation end to end (``rag.run_eval``): returns ``(summary, run_dir)``."""
-    plan = plan_eval(config, split=split, golden=golden, out=out, set_pairs=set_pairs, index_dir=index_dir,
-                     judge=judge, use_artifact=use_artifact, log=log)
-    if isinstance(plan, str):
-        raise ConfigError(f"configuration {config!r} is skipped here: {plan}")
-    return plan.run(limit=limit, threads=threads, show_progress=show_progress, ray=ray, workers=workers), plan.out_dir

@@ -19,11 +19,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from rag.agent.judging import AnswerJudge, answer_passages
 from rag.agent.module import prediction_to_dict
 from rag.errors import InputError, ModelError, SieveError
 from rag.eval.agent_metrics import score_item
 from rag.eval.golden import gold_chunk_ids
-from rag.eval.judging import AnswerJudge, answer_passages
 from rag.eval.runs import append_record, now, open_run, read_records, repair_torn_tail, write_summary
 from rag.usage.latency import LatencyLedger
 

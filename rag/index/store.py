@@ -423,7 +423,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
         timings["faiss_seconds"] = round(time.perf_counter() - t, 3)
         faiss.write_index(dense, str(tmp / FAISS_FILE))
         np.save(tmp / EMBEDDINGS, vectors)
-        from rag import __version__
+        from rag.version import __version__
 
         manifest = {
             "format": FORMAT,

@@ -4,4 +4,4 @@ and structure-aware chunking (``chunking``).
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["chunking", "corpus", "readers"]
+__all__ = ["chunking", "corpus", "jsonl", "readers"]

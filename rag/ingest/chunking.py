@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 from rag.errors import ConfigError, InputError
 from rag.ingest.corpus import Document
-from rag.jsonl import json_lines
+from rag.ingest.jsonl import json_lines
 
 TITLE_SEP = " > "
 

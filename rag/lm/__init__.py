@@ -10,5 +10,4 @@
 Nothing is imported here, so ``import rag.lm`` stays cheap for the CLI.
 """
 
-__all__ = ["check", "configure", "drafting", "fit", "groq", "limits", "local", "models", "probe", "sampling", "threaded",
-           "wire"]
+__all__ = ["adapter", "check", "configure", "drafting", "fit", "groq", "limits", "local", "models", "probe", "sampling", "threaded", "wire"]

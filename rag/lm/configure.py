@@ -117,7 +117,7 @@ def lms_for_roles(settings: Settings) -> dict[str, dspy.LM]:
 
 def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
     """Call once at the entry point: DSPy's disk cache in ``settings.cache_dir`` (off with ``cache=False``),
-    and Sieve's adapter (``rag.agent.adapter.SieveAdapter``, a compact JSONAdapter) as the default, so typed
+    and Sieve's adapter (``rag.lm.adapter.SieveAdapter``, a compact JSONAdapter) as the default, so typed
     outputs use schema-constrained decoding."""
     import dspy
 
@@ -127,6 +127,6 @@ def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
     dspy.configure_cache(enable_disk_cache=settings.cache, enable_memory_cache=settings.cache,
                          disk_cache_dir=str(cache_dir))
     if adapter:
-        from rag.agent.adapter import SieveAdapter
+        from rag.lm.adapter import SieveAdapter
 
         dspy.configure(adapter=SieveAdapter(demo_position=settings.demo_position))

@@ -5,4 +5,4 @@ each rewrite bought (``rewrite_depth``).
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["analysis", "compare", "markdown", "plots", "rewrite_depth", "runset", "trace_view"]
+__all__ = ["analysis", "compare", "markdown", "plots", "repeat", "rewrite_depth", "runset", "trace_view"]
