@@ -38,6 +38,12 @@ def report(
     if out is None:
         typer.echo(text, nl=False)
     else:
+        from rag.eval.runs import protected_by
+
+        owner = protected_by(out)
+        if owner is not None:
+            raise SieveError(f"--out {out} is a file of {owner}; a report never overwrites one. Give --out a new "
+                             "file, e.g. --out report.md")
         try:
             out.write_text(text, encoding="utf-8")
         except OSError as exc:

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     for path in stale:
-        print(f"{'stale' if check else 'wrote'}: {path.relative_to(PROJECT_ROOT)}", file=sys.stderr)
+        shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
+        print(f"{'stale' if check else 'wrote'}: {shown}", file=sys.stderr)
     return 1 if check and stale else 0
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rag.errors import InputError
+from rag.ingest.jsonl import split_lines
 
 FIELDS = ("correct", "faithful")
 
@@ -66,7 +67,7 @@ def load_labels(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(split_lines(path.read_text(encoding="utf-8")), 1):
         if not line.strip():
             continue
         try:

@@ -172,10 +172,14 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
     from rag.lm.configure import configure_dspy
     from rag.paths import golden_path
 
-    if out is not None and (out / "run.json").exists():  # a damaged run.json in --out, before any model call
-        from rag.eval.runs import read_run_json
+    if out is not None:  # a damaged run.json, or a folder that is no run, in --out: before any model call
+        from rag.eval.runs import check_run_folder, read_run_json
 
-        read_run_json(out)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"{out} is a file, not a run folder; give --out a folder")
+        check_run_folder(out)
+        if (out / "run.json").exists():
+            read_run_json(out)
     base_pairs = list(set_pairs or [])
     settings, skipped = resolve_config(config, base_pairs + (["cache=false"] if no_cache else []), index_dir)
     if skipped:

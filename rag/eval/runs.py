@@ -13,6 +13,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Mapping, Sequence
@@ -57,11 +58,40 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def check_run_folder(out_dir: Path) -> None:
+    """``--out`` must be a new or empty folder, or a Sieve run (its run.json or results.jsonl, or the repeat-N
+    folders of ``--repeat``): a run never writes into, or over the summary.json of, any other folder."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return
+    entries = sorted(p.name for p in out_dir.iterdir())
+    if not entries or RUN in entries or RESULTS in entries or all(re.fullmatch(r"repeat-\d+", e) for e in entries):
+        return
+    shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
+    raise InputError(f"{out_dir} is neither empty nor a Sieve run (it holds {shown}); rag eval would write "
+                     f"{RUN}, {RESULTS} and {SUMMARY} there. Give --out a new or empty folder")
+
+
+def protected_by(path: Path) -> str | None:
+    """What ``path`` belongs to when it is an existing file of a run, an index or an artifact (which a report or
+    any other output must not overwrite), else None."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    folder = path.parent
+    if (folder / RUN).is_file() or (folder / RESULTS).is_file():
+        return f"the eval run {folder}"
+    if (folder / "manifest.json").is_file():  # an index (rag.index.layout) or a compiled artifact (rag.agent.artifacts)
+        return f"the index or artifact {folder}"
+    return None
+
+
 def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
     """Create ``out_dir`` with its run.json, or check that the run there is the same one (else InputError)."""
     path = out_dir / RUN
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir} is a file, not a run folder; give --out a folder")
+    check_run_folder(out_dir)
     if path.is_file():
         old = read_run_json(out_dir)
         for key in ("config_name", "golden_hash", "config"):

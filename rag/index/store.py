@@ -37,6 +37,7 @@ from rag.config import Settings, default_index_dir
 from rag.errors import IndexMismatch, IndexNotFound, InputError
 from rag.index.layout import BM25_DIR, CHUNKS, EMBEDDINGS, FAISS_FILE, MANIFEST, REQUIRED, build_lock, check_target
 from rag.ingest.chunking import Chunk
+from rag.ingest.jsonl import split_lines
 
 FORMAT = 1
 HNSW_THRESHOLD = 50_000
@@ -244,7 +245,7 @@ class Index:
             raise IndexMismatch(f"Index at {root} is incomplete (missing {', '.join(missing)}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
         try:
-            chunks = [Chunk(**json.loads(line)) for line in (root / CHUNKS).read_text(encoding="utf-8").splitlines() if line]
+            chunks = [Chunk(**json.loads(line)) for line in split_lines((root / CHUNKS).read_text(encoding="utf-8")) if line]
             embeddings = np.load(root / EMBEDDINGS, mmap_mode="r")
         except Exception as exc:  # noqa: BLE001 - any failure to read a part means the folder is damaged
             raise IndexMismatch(f"Index at {root} is corrupt ({type(exc).__name__}: {exc}). "
@@ -289,7 +290,7 @@ def _previous_vectors(index_dir: Path, model_path: str, precision: str = "fp32")
             return {}
         if (manifest["embedding"].get("encoder") or {}).get("precision", "fp32") != precision:
             return {}
-        old = [json.loads(line) for line in (index_dir / CHUNKS).read_text(encoding="utf-8").splitlines() if line]
+        old = [json.loads(line) for line in split_lines((index_dir / CHUNKS).read_text(encoding="utf-8")) if line]
         vectors = np.load(index_dir / EMBEDDINGS)
         if len(old) != vectors.shape[0]:
             return {}
@@ -444,6 +445,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             "indexed_text": "title + newline + text (see rag.index.store.index_text)",
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        _check_loads(tmp, settings)  # a new index that cannot be read never replaces a working one
         _swap_into_place(tmp, root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -468,6 +470,12 @@ def _encode(encoder: Any, texts: list[str], show_progress: bool) -> np.ndarray:
     finally:
         if bar is not None:
             bar.close()
+
+
+def _check_loads(tmp: Path, settings: Settings) -> None:
+    """Read every part of the index just written in ``tmp``, as ``Index.load`` and the first search will."""
+    index = Index.load(tmp, settings)
+    index.bm25, index.faiss  # noqa: B018 - loaded on first use; read them now
 
 
 def _swap_into_place(tmp: Path, root: Path) -> None:

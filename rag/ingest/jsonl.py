@@ -10,13 +10,19 @@ from typing import Any
 from rag.errors import InputError
 
 
+def split_lines(text: str) -> list[str]:
+    """JSON Lines split at ``\n`` only (a ``\r`` before it dropped): ``str.splitlines`` would also split at U+0085,
+    U+2028 and U+2029, which ``json.dumps(ensure_ascii=False)`` leaves raw inside strings."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def json_lines(path: str | Path, *, missing: str, expect: str = "one JSON object per line") -> Iterator[tuple[int, str, dict[str, Any]]]:
     """Yield ``(line number, "file:line", record)`` for each non-blank line; ``missing`` says the file is absent and what it should be."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise InputError(f"{file}: {missing}")
     try:
-        lines = file.read_text(encoding="utf-8-sig").splitlines()
+        lines = split_lines(file.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise InputError(f"{file}: not valid UTF-8 (byte {exc.start}); save it as UTF-8") from None
     for lineno, line in enumerate(lines, 1):

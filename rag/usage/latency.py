@@ -16,6 +16,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rag.ingest.jsonl import split_lines
+
 LM_NODES = ("grade", "rewrite", "answer")
 
 
@@ -32,7 +34,7 @@ class LatencyLedger:
         self.known: dict[str, float] = {}
         self._lock = threading.Lock()
         if self.path and self.path.is_file():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
+            for line in split_lines(self.path.read_text(encoding="utf-8")):
                 try:
                     row = json.loads(line)
                     self.known[row["key"]] = float(row["latency_ms"])
