@@ -12,6 +12,7 @@ from rag.cli.common import (
     clean_warnings,
     settings_from,
 )
+from rag.errors import SieveError
 
 
 @app.command("serve")
@@ -40,6 +41,13 @@ def serve_cmd(
         rag serve --config hybrid --set answerer_model=groq/openai/gpt-oss-120b
     """
     from rag.lm.configure import configure_dspy
+
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise SieveError(f"rag serve needs {exc.name}: pip install fastapi uvicorn (or reinstall Sieve: "
+                         "pip install -e .)") from None
     from rag.serve import build_app
     from rag.serve.server import serve_forever
 
