@@ -94,3 +94,28 @@ def test_no_artifact_uses_no_compiled_judge_and_says_why_the_agent_is_uncompiled
     assert code == 0
     assert "Using uncompiled signatures (--no-artifact)" in err and "Judge: uncompiled judge" in err
     assert "judge_artifact" not in run["config"] and DEMO_ANSWER not in judge_prompt
+
+
+def _ask(sets, *flags):
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    args = ["ask", "What does the with statement wrap?", "--no-cache"]
+    for pair in sets:
+        args += ["--set", pair]
+    return CliRunner().invoke(app, [*args, *flags])
+
+
+def test_rag_ask_prints_the_answer_and_keeps_artifact_reasons_for_verbose(eval_setup):
+    """Which artifact was skipped and why is a diagnostic: with --verbose on stderr, never before every answer."""
+    tmp_path, _golden, models, sets = eval_setup
+    _judge_artifact(tmp_path / "arts", models, dev_after=0.5)  # skipped: its dev gain is noise
+    plain = _ask(sets)
+    assert plain.exit_code == 0, plain.output
+    assert plain.stdout.startswith("A block [with#001].") and "Sources:" in plain.stdout
+    assert "skipped artifact" not in plain.stderr and "Using " not in plain.stderr
+    verbose = _ask(sets, "--verbose")
+    assert verbose.exit_code == 0 and verbose.stdout == plain.stdout
+    assert "skipped artifact judge-only (judge): its dev gain is within noise" in verbose.stderr
+    assert "Using uncompiled signatures" in verbose.stderr

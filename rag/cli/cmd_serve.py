@@ -30,7 +30,7 @@ def serve_cmd(
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, for every configuration."),
 ) -> None:
     """Serve a web page to ask questions and watch each decision stream in (retrieve, grade, rewrite, answer or
-    refuse), and to browse evaluation runs and compiled artifacts. JSON API under /api/ (see the README).
+    refuse), and to browse evaluation runs and compiled artifacts. JSON API under /api/ (docs/guides/web.md).
 
     Examples:
 

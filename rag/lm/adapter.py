@@ -15,13 +15,13 @@ tokens cost about 1.5 s, so Sieve lays a call out as:
 - Compiled demos go inside the user message, not in user/assistant turns ahead of it (DSPy's default): a
   role's demos would otherwise stand between the system message and the passages, and the grader's and
   answerer's prompts would share no prefix, so every call of a compiled program would read its passages again
-  (README, Compiled prompts: 1.8x the time). Where in the message is the ``demo_position`` setting:
+  (measured: docs/design.md). Where in the message is the ``demo_position`` setting:
   - ``"shared"`` (the default): one block ahead of the passages that holds every role's demos
     (``program_demos``, which the agent opens around each call), the same text in every role's prompt, so the
     roles share it and the passages as a prefix, and llama.cpp keeps the block's KV cache from one question
     to the next;
   - ``"after"`` the passages, before the question: the shared prefix too, but the 1.5B copies a demo that sits
-    right before the question (its grader named the demo's subject in 14 of 32 dev calls; 0 with the others);
+    right before the question (docs/design.md has the measurement);
   - ``"before"`` the passages, each role its own demos: not copied, but the roles no longer share a prefix.
 - Outputs stay one JSON object whose keys follow the signature's order; the engines constrain decoding
   to its schema, and parsing is JSONAdapter's. A ``max_length`` on an output field (``dspy.OutputField(

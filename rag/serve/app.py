@@ -1,5 +1,5 @@
 """The web app of ``rag serve``: the page (static files, no build step, nothing fetched from elsewhere) and the
-JSON API it uses, which scripts can use too (README, "rag serve").
+JSON API it uses, which scripts can use too (docs/guides/web.md).
 
     GET  /api/info                    configurations, artifacts, example questions, limits
     POST /api/ask                     {"question", "config"?, "artifact"?} -> the prediction and its trace
