@@ -109,3 +109,13 @@ def test_the_lazy_names_are_the_real_classes():
 
     assert rag.Sieve is Sieve and rag.Retriever is Retriever
     assert set(rag.__all__) <= set(dir(rag))
+
+
+def test_project_files_resolve_the_same_from_any_working_directory(tmp_path, monkeypatch):
+    from rag.paths import PROJECT_ROOT, golden_path, labels_path, user_labels_path
+
+    monkeypatch.chdir(tmp_path)
+    assert golden_path() == PROJECT_ROOT / "golden" / "python_ref.jsonl" and golden_path().is_file()
+    assert labels_path().is_file() and golden_path("mine.jsonl") == __import__("pathlib").Path("mine.jsonl")
+    home = user_labels_path()  # where rag calibrate writes: SIEVE_HOME (the conftest's), never the source tree
+    assert PROJECT_ROOT not in home.parents
