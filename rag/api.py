@@ -205,12 +205,9 @@ def run_eval(config: str = "full", *, split: str = "test", limit: int | None = N
                      log=log or (lambda _m: None))
     if isinstance(plan, str):
         raise ConfigError(f"configuration {config!r} cannot run here: {plan}")
-    runner = None
-    if ray is not None:
-        from rag.distributed.eval import make_runner
+    from rag.distributed.eval import plan_runner
 
-        runner = make_runner(ray, plan.settings, plan.program.lms, workers=workers, use_artifact=use_artifact,
-                             judge=judge, show_progress=show_progress)
+    runner = plan_runner(plan, ray, workers=workers, show_progress=show_progress)
     return plan.run(limit=limit, threads=threads, show_progress=show_progress, runner=runner), plan.out_dir
 
 

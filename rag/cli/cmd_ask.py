@@ -63,15 +63,14 @@ def ask(
         for message in agent.program.messages:
             err(message)
         err(f"Using {agent.description}; models: " + ", ".join(f"{r}={m}" for r, m in agent.program.models.items()))
-    pred = agent(question).prediction
+    answer = agent(question)
+    pred = answer.prediction
     if trace:
         err(pred.trace.render())
     if json_out:
         import json
 
-        from rag.agent.module import prediction_to_dict
-
-        data = prediction_to_dict(pred)
+        data = answer.to_dict()
         data["artifact"] = agent.program.artifact.name if agent.program.artifact else None
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return

@@ -150,13 +150,10 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
             typer.echo(json.dumps({"config_name": config, "skipped": plan}))
         return 0
 
-    def run_in(folder: Path) -> dict[str, Any]:
-        runner = None
-        if ray is not None:  # a runner of its own for each run, as each repeat is a run of its own
-            from rag.distributed.eval import make_runner
+    from rag.distributed.eval import plan_runner
 
-            runner = make_runner(ray, plan.settings, plan.program.lms, workers=workers, use_artifact=use_artifact,
-                                 judge=judge, show_progress=show_progress)
+    def run_in(folder: Path) -> dict[str, Any]:  # a runner of its own for each run, as each repeat is one
+        runner = plan_runner(plan, ray, workers=workers, show_progress=show_progress)
         return plan.run(folder, limit=limit, threads=threads, show_progress=show_progress, runner=runner)
 
     if repeat:

@@ -91,7 +91,7 @@ def cli_reference() -> str:
     from rag.cli import app
 
     runner = CliRunner()
-    env = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1", "TERMINAL_WIDTH": "100"}
+    env = {"COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}  # no TERMINAL_WIDTH: typer reads it once, at import
 
     def help_of(*args: str) -> str:
         result = runner.invoke(app, [*args, "--help"], env=env, terminal_width=100)

@@ -316,3 +316,13 @@ def make_runner(address: str, settings: Any, lms: dict[str, Any], *, workers: in
     hosted = any(m.startswith("groq/") for m in models)
     return RayRunner(SettingsProgram(settings, use_artifact, judge), workers=count, cpus_per_worker=cpus,
                      limiter=limiter_actor() if hosted else None, show_progress=show_progress)
+
+
+def plan_runner(plan: Any, address: str | None, *, workers: int | None = None,
+                show_progress: bool = True) -> RayRunner | None:
+    """The runner for an assembled evaluation (``rag.eval.presets.EvalPlan``) on the Ray cluster at ``address``;
+    None without an address, so the items run in this process."""
+    if address is None:
+        return None
+    return make_runner(address, plan.settings, plan.program.lms, workers=workers, use_artifact=plan.use_artifact,
+                       judge=plan.judge, show_progress=show_progress)

@@ -175,8 +175,6 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
     if out is not None:  # a damaged run.json, or a folder that is no run, in --out: before any model call
         from rag.eval.runs import check_run_folder, read_run_json
 
-        if out.exists() and not out.is_dir():
-            raise InputError(f"{out} is a file, not a run folder; give --out a folder")
         check_run_folder(out)
         if (out / "run.json").exists():
             read_run_json(out)

@@ -62,6 +62,8 @@ def check_run_folder(out_dir: Path) -> None:
     """``--out`` must be a new or empty folder, or a Sieve run (its run.json or results.jsonl, or the repeat-N
     folders of ``--repeat``): a run never writes into, or over the summary.json of, any other folder."""
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir} is a file, not a run folder; give --out a folder")
     if not out_dir.is_dir():
         return
     entries = sorted(p.name for p in out_dir.iterdir())
@@ -89,8 +91,6 @@ def protected_by(path: Path) -> str | None:
 def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
     """Create ``out_dir`` with its run.json, or check that the run there is the same one (else InputError)."""
     path = out_dir / RUN
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir} is a file, not a run folder; give --out a folder")
     check_run_folder(out_dir)
     if path.is_file():
         old = read_run_json(out_dir)
