@@ -83,3 +83,15 @@ def test_the_results_block_is_generated_from_the_committed_runs():
 
     block = README.split(headline.BEGIN, 1)[1].split(headline.END, 1)[0]
     assert block.strip() == headline.table().strip(), "README results are stale: run python -m rag.report.headline"
+
+
+def test_the_results_index_lists_every_kept_run_and_nothing_else():
+    """benchmarks/results/README.md names each entry of benchmarks/results/ once (rerun results_index.py when not)."""
+    results = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    index = (results / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| \[([^\]]+?)/?\]\(", index, re.M)
+    on_disk = sorted(p.name for p in results.iterdir() if p.name != "README.md")
+    assert sorted(listed) == on_disk, "stale: run python benchmarks/results_index.py"
+    for line in index.splitlines():
+        if line.startswith("| ["):
+            assert line.count(" | ") >= 5, f"a row without every column: {line[:80]}"
