@@ -6,8 +6,9 @@ entirely; see :func:`rag.ingest.chunking.load_chunks_jsonl`):
 * :func:`load_builtin_topics`: the Python language reference topics that ship with CPython
   (``pydoc_data.topics``), so a new user can index something without bringing data;
 * :func:`load_folder`: ``.md`` / ``.markdown`` / ``.txt`` / ``.rst`` / ``.html`` / ``.pdf`` / ``.docx``
-  files found recursively under a folder. Files that cannot be read as UTF-8 text are skipped with a
-  warning naming them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
+  files found recursively under a folder (symlinks are followed only to places inside it; see :func:`_walk`).
+  Files that cannot be read as UTF-8 text, and folders that cannot be listed, are skipped with a warning naming
+  them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
   structure-aware chunker sees its sections. PDF and Word files are read by :mod:`rag.ingest.readers` into
   :class:`Block` s (headings with levels, paragraphs, whole tables), each with its page numbers, which the
   chunker uses directly; an encrypted, corrupt, empty or image-only one is skipped with a warning.
@@ -16,8 +17,11 @@ entirely; see :func:`rag.ingest.chunking.load_chunks_jsonl`):
 from __future__ import annotations
 
 import codecs
+import errno
 import html
+import os
 import re
+import stat
 import sys
 import warnings
 from collections import Counter
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rag.errors import InputError
+from rag.ingest.metadata import document_metadata
 from rag.ingest.readers import Block
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
@@ -53,18 +58,34 @@ class Document:
 
 
 class Documents(list):
-    """The documents :func:`load_folder` read (a list), with ``skipped``: why -> how many files were skipped."""
+    """The documents :func:`load_folder` read (a list), with what it did not read: ``skipped`` (why -> how many
+    files), ``skipped_folders`` (why -> how many folders, whose files were not seen) and ``not_followed`` ("file"
+    or "folder" -> how many symlinks pointing outside the indexed folder)."""
 
-    def __init__(self, docs: list[Document] = (), skipped: Counter[str] | None = None) -> None:
+    def __init__(self, docs: list[Document] = (), skipped: Counter[str] | None = None,
+                 skipped_folders: Counter[str] | None = None, not_followed: Counter[str] | None = None) -> None:
         super().__init__(docs)
         self.skipped: Counter[str] = Counter(skipped or {})
+        self.skipped_folders: Counter[str] = Counter(skipped_folders or {})
+        self.not_followed: Counter[str] = Counter(not_followed or {})
 
     def skipped_summary(self) -> str:
-        """``"skipped 3 files: 2 encrypted, 1 image-only"``, or "" when none was skipped."""
-        n = sum(self.skipped.values())
-        if not n:
-            return ""
-        return f"skipped {n} file{'s' if n != 1 else ''}: " + ", ".join(f"{k} {why}" for why, k in self.skipped.most_common())
+        """``"skipped 3 files: 2 encrypted, 1 image-only"`` (then ``"; skipped 1 folder: 1 unreadable"`` and
+        ``"; did not follow 2 symlinks to outside the folder: 1 to a file, 1 to a folder"`` when there are such), or ""."""
+        return _summary(self.skipped, self.skipped_folders, self.not_followed)
+
+
+def _summary(files: Counter[str], folders: Counter[str], links: Counter[str]) -> str:
+    """The parts of :meth:`Documents.skipped_summary` that are not empty, joined by "; "."""
+    parts = []
+    for what, counts in (("file", files), ("folder", folders)):
+        if n := sum(counts.values()):
+            parts.append(f"skipped {n} {what}{'s' if n != 1 else ''}: " +
+                         ", ".join(f"{k} {why}" for why, k in counts.most_common()))
+    if n := sum(links.values()):
+        parts.append(f"did not follow {n} symlink{'s' if n != 1 else ''} to outside the folder: " +
+                     ", ".join(f"{k} to {'a ' + kind if k == 1 else kind + 's'}" for kind, k in links.most_common()))
+    return "; ".join(parts)
 
 
 def load_builtin_topics(names: list[str] | None = None) -> Documents:
@@ -88,13 +109,15 @@ def load_builtin_topics(names: list[str] | None = None) -> Documents:
 
 def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = MAX_FILE_BYTES) -> Documents:
     """Every supported file under ``path`` (recursive, sorted, hidden files and Office lock files ``~$*``
-    skipped), as :class:`Documents` (a list, with the skipped files counted by reason).
+    skipped), as :class:`Documents` (a list, with the skipped files and folders and the symlinks not followed
+    counted by reason). Which folders and symlinks are walked is :func:`_walk`'s rule.
 
     ``doc_id`` is the path relative to ``path`` in posix form (it may contain spaces); a file name that is
     not valid UTF-8 is kept with its bad bytes written as ``\\xNN`` (and a warning). Empty, binary,
     non-UTF-8, unreadable files and files over ``max_bytes`` (setting ``max_file_mb``) are skipped with a
     :class:`UserWarning` naming them; so are encrypted, corrupt, empty and image-only PDF/DOCX files (for
-    those ``max_bytes`` bounds the text they hold, not the file's size: they are read page by page).
+    those ``max_bytes`` bounds the text they hold, not the file's size: they are read page by page), and
+    files whose path is longer than the system allows (``PATH_MAX``).
     Raises :class:`InputError` when ``path`` is missing or holds no usable supported file, saying why each
     was skipped.
     """
@@ -103,16 +126,16 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
         raise InputError(f"{root}: no such file or folder; give a folder of {'/'.join(SUFFIXES)} files")
     if root.is_file() and root.suffix.lower() not in SUFFIXES:
         raise InputError(f"{root}: unsupported file type {root.suffix!r}; supported: {', '.join(SUFFIXES)}")
-    files = [root] if root.is_file() else sorted(
-        p for p in root.rglob("*")
-        if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith("~$")
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+    skipped: Counter[str] = Counter()
+    folders: Counter[str] = Counter()
+    links: Counter[str] = Counter()
+    files = [root] if root.is_file() else _walk(root, skipped, folders, links)
     base = root.parent if root.is_file() else root
     if not files:
-        raise InputError(f"{root}: no supported files found (looked for {', '.join(SUFFIXES)}, recursively)")
+        missed = _summary(skipped, folders, links)
+        raise InputError(f"{root}: no supported files found (looked for {', '.join(SUFFIXES)}, recursively"
+                         + (f"; {missed}; see the warnings above)" if missed else ")"))
     docs: list[Document] = []
-    skipped: Counter[str] = Counter()
     for i, file in enumerate(files, 1):
         if show_progress:
             print(f"\rreading files {i}/{len(files)}", end="", file=sys.stderr, flush=True)
@@ -144,14 +167,148 @@ def load_folder(path: str | Path, show_progress: bool = True, max_bytes: int = M
             skipped["empty"] += 1
             continue
         docs.append(Document(doc_id=rel, text=text, title=title or _valid_name(file.stem), source=shown,
-                             meta={"path": rel}))
+                             meta={**document_metadata(text, rel), "path": rel}))
     if show_progress:
         print(file=sys.stderr)
     if not docs:
         reasons = ", ".join(f"{n} {why}" for why, n in skipped.most_common())
-        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be indexed ({reasons}; see the "
-                         "warnings above)")
-    return Documents(docs, skipped)
+        more = _summary(Counter(), folders, links)
+        raise InputError(f"{root}: none of the {len(files)} supported file(s) could be indexed ({reasons}"
+                         f"{'; ' + more if more else ''}; see the warnings above)")
+    return Documents(docs, skipped, folders, links)
+
+
+def _walk(root: Path, skipped: Counter[str], folders: Counter[str], links: Counter[str]) -> list[Path]:
+    """The supported files under the folder ``root``, sorted; what it cannot or will not read is warned about
+    (one line naming it) and counted: files in ``skipped``, folders in ``folders``, symlinks in ``links``.
+
+    Names starting with ``.`` (files and folders) and Office lock files ``~$*`` are left out. A folder that
+    cannot be listed (no permission, or a path longer than ``PATH_MAX``) is skipped and counted, as is a file
+    whose path is too long to open.
+
+    Symlinks: one whose target is inside ``root`` is followed (a file or a whole folder, indexed under the
+    link's own path), unless that target is read anyway: each folder is walked once (folders reached through
+    a link after all real ones), and a linked file that is also found by its own path, or through another
+    link, is read once. One pointing outside ``root`` (after resolving every link) is not followed, whether to
+    a file or a folder: it is warned about and counted, so a link cannot pull in a folder the user did not
+    give. A symlink loop, a dangling link, a FIFO or a device is not a document and is passed over silently.
+    """
+    limit = _path_max(root)
+    inside = Path(os.path.realpath(root))
+    seen: set[tuple[int, int]] = set()
+    found: list[tuple[Path, bool]] = []  # (path, reached through a symlink)
+    linked_dirs: list[Path] = []
+
+    def walk(top: Path, via_link: bool) -> None:
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                st = folder.stat()
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name, reverse=True)
+            except OSError as exc:
+                _skip_folder(folder, exc, limit, folders)
+                continue
+            for entry in entries:
+                path = Path(entry.path)
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    if entry.is_symlink():
+                        kind = _link_kind(path, inside, links)
+                        if kind == "folder":
+                            linked_dirs.append(path)
+                        elif kind == "file" and _supported(entry.name):
+                            found.append((path, True))
+                    elif entry.is_dir(follow_symlinks=False):
+                        stack.append(path)
+                    elif entry.is_file(follow_symlinks=False) and _supported(entry.name):
+                        found.append((path, via_link))
+                except OSError as exc:
+                    _skip_folder(path, exc, limit, folders)
+
+    walk(root, False)
+    while linked_dirs:  # after every real folder, so a folder is walked under its own path when it has one
+        walk(linked_dirs.pop(0), True)
+    files, keys, any_link = [], set(), any(linked for _, linked in found)
+    for path, via_link in sorted(found, key=lambda f: (f[1], f[0])):  # real paths first
+        if len(os.fsencode(path)) >= limit:
+            warnings.warn(f"skipping {_shorten(path)}: its path is {len(os.fsencode(path))} bytes, over the "
+                          f"system's limit of {limit} (move the file to a shallower folder)", stacklevel=3)
+            skipped["path too long"] += 1
+            continue
+        if any_link:
+            key = _identity(path)
+            if via_link and key in keys:
+                continue  # the same file, read under another path
+            keys.add(key)
+        files.append(path)
+    return sorted(files)
+
+
+def _supported(name: str) -> bool:
+    return Path(name).suffix.lower() in SUFFIXES and not name.startswith("~$")
+
+
+def _path_max(root: Path) -> int:
+    """The longest path (bytes, with its NUL) the system opens: ``PATH_MAX``, 4096 on Linux."""
+    try:
+        return os.pathconf(root, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
+
+
+def _identity(path: Path) -> tuple[int, int] | Path:
+    """(device, inode) of the file ``path`` leads to, or ``path`` itself if it cannot be stat-ed."""
+    try:
+        st = path.stat()
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return path
+
+
+def _shorten(path: Path) -> str:
+    """``path`` for a one-line message: a very long one keeps its first 120 and last 80 characters."""
+    shown = _valid_name(str(path))
+    return shown if len(shown) <= 240 else f"{shown[:120]}...{shown[-80:]}"
+
+
+def _skip_folder(folder: Path, exc: OSError, limit: int, folders: Counter[str]) -> None:
+    """Warn that ``folder`` cannot be listed (its files are not seen) and count it by why."""
+    shown = _shorten(folder)
+    if exc.errno == errno.ENAMETOOLONG:
+        n = len(os.fsencode(folder))
+        warnings.warn(f"skipping folder {shown}: its path is {n} bytes, over the system's limit of {limit}, so the "
+                      "files in it are not indexed (move them to a shallower folder)", stacklevel=5)
+        folders["path too long"] += 1
+    else:
+        warnings.warn(f"skipping folder {shown}: cannot read it ({exc.strerror or exc}), so the files in it are not "
+                      "indexed (make it readable, e.g. chmod u+rx, to index them)", stacklevel=5)
+        folders["unreadable"] += 1
+
+
+def _link_kind(link: Path, inside: Path, links: Counter[str]) -> str | None:
+    """"file" or "folder" for a symlink to be followed; None for one to a place outside ``inside`` (warned
+    about and counted in ``links``) and for a loop, a dangling link or a link to a FIFO or device (silently)."""
+    try:
+        st = link.stat()
+    except OSError:
+        return None
+    kind = "folder" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else None
+    if kind is None or (kind == "file" and not _supported(link.name)):
+        return None
+    target = Path(os.path.realpath(link))
+    if target == inside or inside in target.parents:
+        return kind
+    shown = _shorten(link)
+    warnings.warn(f"not following {shown}: a symlink to the {kind} {_shorten(target)}, outside {_shorten(inside)} "
+                  f"(index that {kind} itself, or put a copy of it inside)", stacklevel=5)
+    links[kind] += 1
+    return None
 
 
 def _read_paged(file: Path, rel: str, shown: str, max_bytes: int) -> tuple[Document | None, str]:
@@ -176,7 +333,8 @@ def _read_paged(file: Path, rel: str, shown: str, max_bytes: int) -> tuple[Docum
         warnings.warn(f"{shown}: {note}", stacklevel=3)
     title = parsed.title or _valid_name(file.stem)
     text = "\n\n".join(b.markdown() for b in parsed.blocks)
-    return Document(doc_id=rel, text=text, title=title, source=shown, meta={"path": rel}, blocks=parsed.blocks), ""
+    return Document(doc_id=rel, text=text, title=title, source=shown, meta={**document_metadata(text, rel), "path": rel},
+                    blocks=parsed.blocks), ""
 
 
 def _valid_name(name: str) -> str:
@@ -204,7 +362,7 @@ def _read_text(file: Path, max_bytes: int = MAX_FILE_BYTES, shown: str = "") -> 
         parts, offset = [], 0
         with file.open("rb") as fh:
             while block := fh.read(BLOCK_BYTES):
-                if offset == 0 and b"\x00" in block[:8192]:
+                if b"\x00" in block:  # anywhere in the file, not only its start: text never holds NUL bytes
                     warnings.warn(f"skipping {shown}: binary content (NUL bytes), not text", stacklevel=3)
                     return None, "binary"
                 if offset + len(block) > max_bytes:  # grew while we read it
