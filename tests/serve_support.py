@@ -83,31 +83,35 @@ def serve_index(tmp_path_factory) -> Any:
 
 
 class _GatedEngine(DummyEngine):
-    def __init__(self, owner: DummyLM, gate: threading.Event) -> None:
+    def __init__(self, owner: "GatedLM", gate: threading.Event) -> None:
         super().__init__(owner)
-        self.gate = gate
+        self.gate, self.holds, self.owner_calls = gate, owner.holds, owner.calls
 
     def _complete_messages(self, messages):
-        if SLOW in str(messages[-1].get("content", "")):
+        prompt = str(messages[-1].get("content", ""))
+        self.owner_calls.append(prompt)
+        if self.holds and SLOW in prompt:
             self.gate.wait(timeout=30)
         return super()._complete_messages(messages)
 
 
 class GatedLM(DummyLM):
-    """DummyLM that, for prompts containing ``SLOW``, waits until ``gate`` is set: it holds the worker busy."""
+    """DummyLM that, for prompts containing ``SLOW``, waits until ``gate`` is set: it holds the worker busy (unless
+    ``holds`` is False). ``calls`` keeps every prompt it was sent, shared with its copies."""
 
-    def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event) -> None:
+    def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event, holds: bool = True) -> None:
         super().__init__(answers)
-        self.gate = gate
+        self.gate, self.holds, self.calls = gate, holds, []
         self._gated()
 
-    def _gated(self) -> "GatedLM":
+    def _gated(self, calls: list[str] | None = None) -> "GatedLM":
+        self.calls = self.calls if calls is None else calls
         self._engine_spec = _GatedEngine(self, self.gate)
         self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
         return self
 
     def copy(self, **kwargs):  # rag.usage.metering calls each predictor on a copy; DummyLM.copy sets plain engines
-        return super().copy(**kwargs)._gated()
+        return super().copy(**kwargs)._gated(self.calls)
 
 
 def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
@@ -121,11 +125,11 @@ def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
         SLOW: {"subject": "pass", "relevant": True, "relevant_chunk_ids": [PASS_ID], "reason": "pass does nothing"},
     }, gate)
     rewriter = DummyLM({UNANSWERABLE: {"query": "swallow airspeed velocity"}})
-    answerer = DummyLM({
+    answerer = GatedLM({
         ANSWERABLE: {"cited_ids": [WITH_ID], "answer": f"It wraps a block with a context manager's methods [{WITH_ID}]."},
         XSS: {"cited_ids": [TRICKY_ID], "answer": XSS_ANSWER},
         SLOW: {"cited_ids": [PASS_ID], "answer": f"pass does nothing [{PASS_ID}]."},
-    })
+    }, gate, holds=False)
     return {"grader": grader, "rewriter": rewriter, "answerer": answerer, "judge": answerer}
 
 
@@ -141,7 +145,7 @@ def scripted_programs(index: Any, lms: dict[str, dspy.BaseLM]) -> Programs:
         return Program(agent=agent, artifact=None, models={r: "dummy" for r in ROLES}, lms=lms,
                        messages=["scripted test program (DummyLM per role)"])
 
-    return Programs(["top_k=3"], builder=build)
+    return Programs(["top_k=3"], builder=build, index=index)
 
 
 _SERVERS: dict[str, Background] = {}
@@ -152,12 +156,15 @@ def server_runner(url: str) -> Any:
     return _SERVERS[url].server.config.app.state.runner
 
 
-def serve(index: Any, gate: threading.Event, *, max_waiting: int = 8, runs: Path = FIXTURE_RUNS) -> Background:
-    """The app over ``index`` with scripted programs and the committed fixture runs, on a free loopback port."""
-    programs = scripted_programs(index, scripted_lms(gate))
+def serve(index: Any, gate: threading.Event, *, max_waiting: int = 8, runs: Path = FIXTURE_RUNS,
+          lms: dict[str, dspy.BaseLM] | None = None, host: str = "127.0.0.1") -> Background:
+    """The app over ``index`` with scripted programs (``lms``, default ``scripted_lms(gate)``) and the committed
+    fixture runs, on a free port of ``host`` (the app is told it listens there, as ``rag serve --host`` tells it)."""
+    programs = scripted_programs(index, lms or scripted_lms(gate))
     browser = RunBrowser(runs, golden_dir=ROOT / "golden", artifacts_dir=ROOT / "artifacts")
     examples = [{"type": "answerable", "question": ANSWERABLE, "id": "ex-a"},
                 {"type": "unanswerable", "question": UNANSWERABLE, "id": "ex-u"}]
-    background = Background(create_app(programs, browser, examples=examples, max_waiting=max_waiting))
+    background = Background(create_app(programs, browser, examples=examples, max_waiting=max_waiting, host=host),
+                            host=host)
     _SERVERS[background.url] = background
     return background

@@ -48,10 +48,12 @@ def serve_cmd(
     except ImportError as exc:
         raise SieveError(f"rag serve needs {exc.name}: pip install fastapi uvicorn (or reinstall Sieve: "
                          "pip install -e .)") from None
-    from rag.serve import build_app
+    from rag.serve import build_app, check_runs
     from rag.serve.server import serve_forever
 
+    check_runs(runs)  # before anything loads or binds
     clean_warnings()
     pairs = [*(sets or []), *([f"index_dir={index_dir}"] if index_dir else []), *(["cache=false"] if no_cache else [])]
     configure_dspy(settings_from(pairs))
-    serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue), host, port)
+    serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue, host=host),
+                  host, port)

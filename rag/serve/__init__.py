@@ -18,7 +18,22 @@ from typing import Any
 PER_TYPE = 2  # example questions shown per question type
 
 
-__all__ = ["build_app", "example_questions"]
+__all__ = ["build_app", "check_runs", "example_questions"]
+
+
+def check_runs(runs: Path | None) -> None:
+    """``rag serve --runs`` must name a folder that exists (a folder of runs, or one run folder): a file or a
+    missing path is an InputError naming the flag, not a page that silently shows no runs."""
+    from rag.errors import InputError
+
+    if runs is None:
+        return
+    path = Path(runs).expanduser()
+    if path.is_dir():
+        return
+    what = "is not a folder" if path.exists() else "does not exist"
+    raise InputError(f"--runs {runs} {what}; pass the folder rag eval writes its runs in (default SIEVE_HOME/runs) "
+                     "or one run folder")
 
 
 def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, Any]]:
@@ -40,19 +55,21 @@ def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, 
 
 
 def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config: str = "full",
-              golden: Path | None = None, workers: int = 1, max_waiting: int = 8) -> Any:
+              golden: Path | None = None, workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1") -> Any:
     """The app ``rag serve`` runs: the real programs (built on first use), runs under ``runs`` (default
-    ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``."""
+    ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``; ``host`` is the address it listens
+    on (the Host names it answers for, rag.serve.guard)."""
     from rag.paths import golden_path
     from rag.report.runset import default_paths
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
     from rag.serve.programs import Programs
 
+    check_runs(runs)
     programs = Programs(sets, default_config=config)
     settings = programs.settings(config)
     golden = golden_path(golden)
     browser = RunBrowser(runs or default_paths()[0], golden_dir=Path(golden).parent,
                          artifacts_dir=Path(settings.artifacts_dir))
     return create_app(programs, browser, examples=example_questions(golden), workers=workers,
-                      max_waiting=max_waiting)
+                      max_waiting=max_waiting, host=host)

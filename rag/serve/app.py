@@ -12,6 +12,9 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
 ``MAX_BODY`` bytes. Everything the page shows of documents, questions and model output is inserted as text.
+Only the page itself and clients on this machine may use the API: ``rag.serve.guard`` refuses other hosts (421),
+other origins (403) and POST bodies that are not JSON (415). A question whose client hangs up is dropped
+(``Runner.drop``), whether it waits in the queue or runs.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from rag.agent.module import MAX_QUESTION_CHARS
 from rag.errors import BadRequest, NotFound, SieveError
 from rag.serve.evalview import RunBrowser
+from rag.serve.guard import Guard
 from rag.serve.programs import AUTO, Programs
 from rag.serve.stream import Job, QueueFull, Runner, sse
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 16 * 1024
 HEARTBEAT_S = 1.0
+DISCONNECT_POLL_S = 0.25  # how often a waiting /api/ask checks that its client is still there
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
                                "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
@@ -83,8 +88,42 @@ class _TooBig(Exception):
     pass
 
 
+class SecurityHeaders:
+    """Add ``SECURITY_HEADERS`` to every response. Plain ASGI, not ``@app.middleware("http")``: Starlette's
+    BaseHTTPMiddleware wraps ``receive``, and a request polling ``is_disconnected()`` through it never sees its
+    client hang up."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k in SECURITY_HEADERS}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.decode("latin-1").lower() not in names]
+                message = {**message, "headers": [*kept, *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def text_field(name: str, value: str) -> str:
+    """``value`` if it can be sent on as UTF-8; a lone surrogate (a JSON ``\\ud800`` escape without its pair) is a
+    BadRequest naming the field and the character, refused before the question queues."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"{name}: character {exc.start + 1} is U+{ord(value[exc.start]):04X}, a lone surrogate, "
+                         "which is not text; send valid UTF-8 (a \\ud800-\\udfff escape must be half of a pair)") from None
+    return value
+
+
 def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[str, Any]] | None = None,
-               workers: int = 1, max_waiting: int = 8) -> FastAPI:
+               workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1") -> FastAPI:
+    """The app; ``host`` is the address ``rag serve`` listens on (``--host``): the Host names it answers for."""
     runner = Runner(programs, workers=workers, max_waiting=max_waiting)
 
     @asynccontextmanager
@@ -95,12 +134,8 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     app = FastAPI(title="Sieve", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.runner = runner
     app.add_middleware(BodyLimit)
-
-    @app.middleware("http")
-    async def headers(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+    app.add_middleware(Guard, host=host)  # outside BodyLimit: a refused request's body is never read
+    app.add_middleware(SecurityHeaders)  # outermost: on every response, refusals too
 
     @app.exception_handler(SieveError)
     async def sieve_error(request: Request, exc: SieveError) -> JSONResponse:
@@ -136,6 +171,7 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     def job_for(request: Request, question: Any, config: Any, artifact: Any) -> Job:
         if not isinstance(question, str) or not question.strip():
             raise BadRequest("question: required, a non-empty string")
+        text_field("question", question)
         if len(question) > MAX_QUESTION_CHARS:
             raise BadRequest(f"question: {len(question)} characters, at most {MAX_QUESTION_CHARS}")
         config = programs.default_config if config in (None, "") else config
@@ -164,15 +200,24 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
         if not isinstance(body, dict):
             return error(400, 'the body must be a JSON object, e.g. {"question": "What does pass do?"}')
         job = job_for(request, body.get("question"), body.get("config"), body.get("artifact"))
+        getter = None  # one pending get() at a time (see stream below)
         try:
             while True:
-                kind, data = await job.events.get()
+                getter = getter or asyncio.ensure_future(job.events.get())
+                done, _ = await asyncio.wait({getter}, timeout=DISCONNECT_POLL_S)
+                if not done:
+                    if await request.is_disconnected():  # nobody will read the answer: free its place now
+                        return error(499, "the client closed the connection; the question was dropped")
+                    continue
+                (kind, data), getter = getter.result(), None
                 if kind == "done":
                     return JSONResponse(data)
                 if kind == "error":
                     return error(400 if not data["message"].startswith("internal error") else 500, data["message"])
         finally:
-            job.cancelled = True
+            if getter is not None:
+                getter.cancel()
+            runner.drop(job)
 
     @app.get("/api/stream")
     async def stream(request: Request, question: str = Query(...), config: str | None = None,
@@ -198,7 +243,7 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
             finally:
                 if getter is not None:
                     getter.cancel()
-                job.cancelled = True  # a job still queued when its page went away is skipped
+                runner.drop(job)  # a job still queued when its page went away leaves the queue; a running one stops
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})

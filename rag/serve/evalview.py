@@ -4,6 +4,8 @@ Nothing is computed here that the library does not compute: tables come from ``r
 (its formatted intervals) and ``rag.report.compare``; figures from ``rag.report.plots``. Runs are found under one folder
 (``SIEVE_HOME/runs`` or ``rag serve --runs DIR``): each sub-folder with a ``summary.json``, or the folder itself
 when it is one run. A run is addressed by its folder's name, looked up among those found, never joined into a path.
+A run's counts are read as ``rag report`` reads them (``rag.report.markdown.load_run``): a summary.json that counts
+lines results.jsonl no longer holds, or that is damaged, is recomputed from the readable records, and the row says why.
 """
 
 from __future__ import annotations
@@ -11,20 +13,32 @@ from __future__ import annotations
 import io
 import json
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
-from rag.errors import InputError, NotFound
+from rag.errors import InputError, NotFound, SieveError
 from rag.eval.runs import RUN, SUMMARY
 
 PLOTS = {"metrics": "metrics_bar", "latency": "latency_by_node", "steps": "steps_histogram"}
 MAX_RUNS = 1000  # run folders listed under one root
 _PLOT_LOCK = threading.Lock()  # pyplot is not thread-safe
+_WARN_LOCK = threading.Lock()  # warnings.catch_warnings is process-wide: one listing records at a time
 
 
 def records(frame: Any) -> list[dict[str, Any]]:
     """A DataFrame as JSON-ready rows (NaN and numpy scalars become null and plain numbers)."""
     return json.loads(frame.to_json(orient="records", default_handler=str))
+
+
+def _summary(folder: Path) -> tuple[dict[str, Any], list[str]]:
+    """The run's summary as ``rag report`` reads it, and the warnings that reading gave (damaged lines, stale counts)."""
+    from rag.report.markdown import load_run
+
+    with _WARN_LOCK, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = load_run(folder)["summary"]
+    return summary, list(dict.fromkeys(str(w.message) for w in caught))
 
 
 class RunBrowser:
@@ -56,18 +70,20 @@ class RunBrowser:
         names, rows = self._golden_names(), []
         for name, folder in self.folders().items():
             try:
-                summary = json.loads((folder / SUMMARY).read_text(encoding="utf-8"))
+                summary, notes = _summary(folder)
                 meta = json.loads((folder / RUN).read_text(encoding="utf-8")) if (folder / RUN).is_file() else {}
-            except (OSError, ValueError) as exc:
+                if not isinstance(meta, dict):
+                    raise ValueError(f"{folder / RUN} is not a JSON object")
+            except (OSError, ValueError, SieveError) as exc:
                 rows.append({"name": name, "error": f"unreadable: {exc}"})
                 continue
-            config = meta.get("config") or {}
+            config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
             rows.append({"name": name, "config": summary.get("config_name") or meta.get("config_name"),
                          "artifact": config.get("artifact"), "golden_hash": summary.get("golden_hash"),
                          "golden": names.get(summary.get("golden_hash")), "n_done": summary.get("n_done"),
                          "n_selected": summary.get("n_selected"), "complete": summary.get("complete"),
                          "updated": summary.get("updated") or meta.get("created"), "k": summary.get("k"),
-                         "models": config.get("models") or {}})
+                         "models": config.get("models") or {}, "notes": notes})
         return rows
 
     def load(self, names: list[str]) -> Any:

@@ -14,6 +14,10 @@ queue, loads its program or waits for a model, ``progress`` says where it stands
 
 The embedded model serialises its calls (one lock), so one worker is the default: questions wait their turn in a
 queue of at most ``max_waiting``; past that ``submit`` raises ``QueueFull`` (HTTP 503 with Retry-After).
+
+A request whose client has gone away ``drop``s its job: a queued one leaves the queue at once (it no longer holds a
+place that others wait behind), a running one stops when its next node starts (``Abandoned``), so no further model
+call is made for it; the model call already under way finishes.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ from rag.errors import SieveError
 from rag.serve.programs import Programs
 
 RETRY_AFTER_S = 10
+
+
+class Abandoned(Exception):
+    """Raised into the agent when the next node of a dropped job starts: nobody is waiting for its answer."""
 
 
 class QueueFull(Exception):
@@ -99,11 +107,21 @@ class Runner:
         with self._lock:
             return len(self._waiting) + self._running
 
+    def drop(self, job: Job) -> None:
+        """Nobody waits for ``job`` any more: take it out of the queue, or stop it at its next node if it runs."""
+        job.cancelled = True
+        with self._lock:
+            if job in self._waiting:
+                self._waiting.remove(job)
+                job.state = "done"
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self, job: Job) -> None:
         with self._lock:
+            if job not in self._waiting:  # dropped while it waited
+                return
             self._waiting.remove(job)
             self._running += 1
         try:
@@ -123,8 +141,12 @@ class Runner:
             described = self.programs.describe(job.config, program, settings)
             job.emit("program", described)
             job.state = "running"
+            if job.cancelled:  # its client went away while the program loaded
+                return
 
             def on_step(trace: Trace, step: Step) -> None:
+                if job.cancelled:
+                    raise Abandoned()
                 if len(trace.steps) > 1:
                     job.emit("step", _step(trace, len(trace.steps) - 2))
                 job.node, job.node_started = step.node, time.monotonic()
@@ -135,6 +157,8 @@ class Runner:
             job.node = None
             job.emit("step", _step(pred.trace, len(pred.trace.steps) - 1))
             job.emit("done", {**prediction_to_dict(pred), **described})
+        except Abandoned:
+            return
         except SieveError as exc:
             job.emit("error", {"message": str(exc)})
         except Exception as exc:  # noqa: BLE001 - reported to the page and on stderr, never a silent stall

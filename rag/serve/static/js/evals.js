@@ -88,7 +88,9 @@ export async function loadEvals() {
         el("button", { type: "button", class: "link", onclick: () => openRun(r.name) }, r.name),
         r.error ? el("span", { class: "error" }, r.error) : `${r.config}${r.artifact ? " + " + r.artifact : ""}`,
         `${r.golden || "?"} (${r.golden_hash || "?"})`,
-        `${r.n_done ?? "?"} / ${r.n_selected ?? "?"}${r.complete ? "" : " (incomplete)"}`, r.updated || ""])));
+        el("span", { title: (r.notes || []).join("\n") || null },
+          `${r.n_done ?? "?"} / ${r.n_selected ?? "?"}${r.complete ? "" : " (incomplete)"}${r.notes?.length ? " (recounted from results.jsonl)" : ""}`),
+        r.updated || ""])));
       await compare();
     }
     const { artifacts } = await getJSON("/api/artifacts");
