@@ -425,6 +425,7 @@ def ensure_export(model: str, sha: str | None = None, check_texts: Sequence[str]
     folder = encoders_dir() / encoder_id(sha, precision)
     if _usable(folder):
         return folder
+    _check_writable(folder.parent)  # before loading torch and the model (tens of seconds) to write there
     if precision == "int8":
         return quantize(ensure_export(model, sha, check_texts, say), folder, say)
     return export(model, folder, sha, check_texts, say)
@@ -434,6 +435,21 @@ def _restore_logging(handlers: list[Any], level: int) -> None:
     root = logging.getLogger()
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+def _check_writable(folder: Path) -> None:
+    """ConfigError naming ``folder`` and the fix unless an encoder can be written into it (a read-only
+    ``SIEVE_HOME``: the export would fail only after loading torch and tracing the model)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=folder))
+    except OSError as exc:
+        from rag.paths import sieve_home
+
+        raise ConfigError(
+            f"cannot write the ONNX encoder to {folder} ({exc.strerror or exc}); it is exported there once per "
+            f"model. Set SIEVE_HOME to a writable folder (now {sieve_home()}; give --index-dir if the index is "
+            "in it), or copy the encoder folder there from a machine that has it") from None
 
 
 def quantize(source: Path, dest: Path, say: Callable[[str], None] | None = None) -> Path:

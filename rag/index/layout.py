@@ -13,7 +13,9 @@ refused with one line naming the folder and what in it is not an index, before a
 
 Two builds into one folder would race on the swap; :func:`build_lock` makes the second one stop at once
 with "another build is running" (an ``flock`` on ``.<name>.lock`` beside the folder, released by the
-kernel if the process dies, and removed when the build ends).
+kernel if the process dies, and removed when the build ends, also on SIGTERM: :func:`terminate_as_interrupt`).
+A symbolic link to an index folder is rebuilt where it points, and the link stays (:func:`build_target`); the
+current folder, where the shell would be left in a deleted folder by the swap, is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,13 +84,25 @@ def replace_refusal(root: Path) -> str | None:
     return None
 
 
+def build_target(root: Path) -> Path:
+    """The folder a build of ``root`` really writes: absolute, with symbolic links followed, so a linked
+    ``--index-dir`` is rebuilt where it points (the link stays) and ``--index-dir .`` has a parent to build beside."""
+    return Path(os.path.realpath(Path(root).expanduser()))
+
+
 def check_target(root: Path) -> None:
     """Raise InputError (one line, naming the folder) unless a build may write the index to ``root``."""
     root = Path(root)
     why = replace_refusal(root)
     if why:
         raise InputError(f"{why}; refusing to replace it. Choose another --index-dir, or empty that folder yourself")
-    parent = root.parent
+    real = build_target(root)
+    here = Path(os.path.realpath(os.getcwd()))
+    if real == here or real in here.parents:  # the swap would leave the shell (and this process) in a deleted folder
+        raise InputError(f"the index folder {real} is {'the' if real == here else 'above the'} current folder "
+                         f"(--index-dir {root}{' or an empty SIEVE_INDEX_DIR' if str(root) == '.' else ''}); a build "
+                         f"replaces that folder as a whole. Choose a folder of its own, e.g. --index-dir {here / 'index'}")
+    parent = real.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
@@ -96,7 +112,9 @@ def check_target(root: Path) -> None:
 
 
 def lock_path(root: Path) -> Path:
-    return Path(root).parent / f".{Path(root).name}.lock"
+    """``.<name>.lock`` beside the folder (never inside it: ``root`` is made absolute first)."""
+    root = Path(os.path.abspath(Path(root).expanduser()))
+    return root.parent / f".{root.name}.lock"
 
 
 @contextlib.contextmanager
@@ -131,3 +149,23 @@ def build_lock(root: Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             os.unlink(path)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While a build runs, SIGTERM (``kill``, a closing terminal's supervisor, ``timeout``) raises
+    KeyboardInterrupt as Ctrl-C does: the temporary folder is removed, the lock released, the old index kept,
+    and the CLI says so in its ``Interrupted:`` line. Only in the main thread, and only where nobody else
+    handles SIGTERM; the previous handling is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -15,7 +15,10 @@ efSearch >= 128) above it, where exact search passes 10 ms per query on 2 cores
 (``benchmarks/scale.py``); ``flat`` and ``hnsw`` force one kind at any size.
 
 The index is written into a temporary sibling folder and renamed into place only when complete,
-so an interrupted or failed build never leaves a half-written folder that looks like an index.
+so an interrupted or failed build never leaves a half-written folder that looks like an index; a full
+disk is one line saying the old index is kept and how much space the new one needs (rag.index.space).
+:meth:`Index.load` opens every file of the folder at once and reads the bm25s and FAISS parts from those open
+files later (rag.index.generation), so a search never pairs one build's chunks with another's rows.
 """
 
 from __future__ import annotations
@@ -35,7 +38,20 @@ import numpy as np
 
 from rag.config import Settings, default_index_dir
 from rag.errors import IndexMismatch, IndexNotFound, InputError
-from rag.index.layout import BM25_DIR, CHUNKS, EMBEDDINGS, FAISS_FILE, MANIFEST, REQUIRED, build_lock, check_target
+from rag.index.generation import ATTEMPTS, Changing, Generation, pin
+from rag.index.layout import (
+    BM25_DIR,
+    CHUNKS,
+    EMBEDDINGS,
+    FAISS_FILE,
+    MANIFEST,
+    REQUIRED,
+    build_lock,
+    build_target,
+    check_target,
+    terminate_as_interrupt,
+)
+from rag.index.space import bytes_needed, full_disk_error, out_of_space
 from rag.ingest.chunking import Chunk
 from rag.ingest.jsonl import split_lines
 
@@ -111,8 +127,9 @@ class Index:
     a cold ``rag search --mode dense``; faiss ~0.1 s of a ``--mode bm25`` one."""
 
     def __init__(self, index_dir: Path, chunks: list[Chunk], manifest: dict[str, Any], bm25: Any, faiss_index: Any,
-                 embeddings: np.ndarray, embedding_model: str) -> None:
+                 embeddings: np.ndarray, embedding_model: str, *, generation: Generation | None = None) -> None:
         self.dir = Path(index_dir)
+        self._generation = generation  # the open files of the build the chunks came from (rag.index.generation)
         self.chunks = chunks
         self.by_id = {c.id: c for c in chunks}
         self.manifest = manifest
@@ -133,23 +150,30 @@ class Index:
 
     @property
     def bm25(self) -> Any:
-        """The bm25s index (``bm25/``), read on first use."""
+        """The bm25s index (``bm25/``), read on first use (from the files :meth:`load` opened)."""
         if self._bm25 is None:
-            import bm25s
+            gen = self._generation
+            if gen is not None:
+                read = lambda: gen.part(BM25_DIR, gen.bm25)  # noqa: E731
+            else:  # an Index made by hand for a folder
+                import bm25s
 
-            self._bm25 = self._read_part(BM25_DIR, lambda: bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=False,
-                                                                          show_progress=False),
-                                         lambda bm25: int(bm25.scores["num_docs"]))
+                read = lambda: bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=False, show_progress=False)  # noqa: E731
+            self._bm25 = self._read_part(BM25_DIR, read, lambda bm25: int(bm25.scores["num_docs"]))
         return self._bm25
 
     @property
     def faiss(self) -> Any:
-        """The FAISS index (``dense.faiss``), read on first use."""
+        """The FAISS index (``dense.faiss``), read on first use (from the files :meth:`load` opened)."""
         if self._faiss is None:
-            import faiss
+            gen = self._generation
+            if gen is not None:
+                read = lambda: gen.part(FAISS_FILE, lambda: gen.faiss(FAISS_FILE))  # noqa: E731
+            else:
+                import faiss
 
-            self._faiss = self._read_part(FAISS_FILE, lambda: faiss.read_index(str(self.dir / FAISS_FILE)),
-                                          lambda dense: dense.ntotal)
+                read = lambda: faiss.read_index(str(self.dir / FAISS_FILE))  # noqa: E731
+            self._faiss = self._read_part(FAISS_FILE, read, lambda dense: dense.ntotal)
         return self._faiss
 
     def _read_part(self, name: str, read: Callable[[], Any], size: Callable[[Any], int]) -> Any:
@@ -218,11 +242,19 @@ class Index:
         """
         settings = settings or Settings()
         root = Path(index_dir if index_dir is not None else settings.index_dir).expanduser()
-        if not (root / MANIFEST).is_file():
+        try:
+            gen = pin(root)  # every file of one build, open: a rebuild meanwhile cannot mix its files in
+        except Changing:
+            raise IndexMismatch(f"Index at {root} was replaced {ATTEMPTS} times while being opened (a rag index "
+                                "rebuilding it in a loop?); run the command again") from None
+        except OSError as exc:
+            raise IndexMismatch(f"Index at {root} cannot be read ({exc.strerror or exc}); check its permissions, "
+                                "or choose another --index-dir") from None
+        if gen is None or not gen.has(MANIFEST):
             hint = "" if root == default_index_dir() else f" --index-dir {_q(root)}"
             raise IndexNotFound(f"No index at {root}. Build one with: rag index{hint}")
         try:
-            manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+            manifest = json.loads(gen.read_text(MANIFEST))
             fp = manifest["corpus"]["fingerprint"]
             built_with = manifest["embedding"]["model"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -240,23 +272,24 @@ class Index:
                     f"Rebuild it with: {rebuild_command(root, manifest, wanted)} "
                     f"(or use the index's model: --embedding-model {_q(built_with)} / SIEVE_EMBEDDING_MODEL={built_with})"
                 )
-        missing = [name for name in REQUIRED if not (root / name).exists()]
+        missing = [name for name in REQUIRED if name not in gen.names]
         if missing:
             raise IndexMismatch(f"Index at {root} is incomplete (missing {', '.join(missing)}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
         try:
-            chunks = [Chunk(**json.loads(line)) for line in split_lines((root / CHUNKS).read_text(encoding="utf-8")) if line]
-            embeddings = np.load(root / EMBEDDINGS, mmap_mode="r")
+            chunks = [Chunk(**json.loads(line)) for line in split_lines(gen.read_text(CHUNKS)) if line]
+            embeddings = gen.memmap_npy(EMBEDDINGS)
         except Exception as exc:  # noqa: BLE001 - any failure to read a part means the folder is damaged
             raise IndexMismatch(f"Index at {root} is corrupt ({type(exc).__name__}: {exc}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}") from None
+        gen.release(MANIFEST, CHUNKS, EMBEDDINGS)  # read (the vectors are mapped): only bm25/ and FAISS wait
         n = manifest.get("counts", {}).get("chunks")
         sizes = {"chunks.jsonl": len(chunks), "embeddings.npy": embeddings.shape[0]}
         if any(v != n for v in sizes.values()) or fingerprint(chunks) != fp:
             raise IndexMismatch(f"Index at {root} is inconsistent (manifest says {n} chunks; found {sizes}"
                                 f"{'' if fingerprint(chunks) == fp else ', fingerprint differs'}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
-        index = cls(root, chunks, manifest, None, None, embeddings, built_with)  # bm25 and faiss: on first use
+        index = cls(root, chunks, manifest, None, None, embeddings, built_with, generation=gen)  # bm25, faiss: on first use
         index.embedding_runtime = settings.embedding_runtime
         return index
 
@@ -325,13 +358,18 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
             raise InputError(f"duplicate chunk id {c.id!r}; chunk ids must be unique")
         seen.add(c.id)
         _check_unicode(c)
+        doc = c.meta.get("doc_id") if isinstance(c.meta, dict) else None
+        if doc is not None and not isinstance(doc, (str, int, float)):  # counted as documents: must be hashable
+            raise InputError(f"chunk {c.id!r}: field 'doc_id' must be a string or a number, got {type(doc).__name__}")
     check_target(root)
+    shown, root = root, build_target(root)  # a symbolic link's target is rebuilt; the link stays
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the index folder {root} ({exc.strerror or exc}); choose another --index-dir") from None
-    with build_lock(root):
-        return _build(chunks, root, settings, show_progress, source, hnsw_threshold, embedder)
+    with terminate_as_interrupt(), build_lock(root):
+        _build(chunks, root, settings, show_progress, source, hnsw_threshold, embedder)
+    return Index.load(shown, settings)
 
 
 def _check_unicode(chunk: Chunk) -> None:
@@ -347,7 +385,7 @@ def _check_unicode(chunk: Chunk) -> None:
 
 
 def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: bool, source: str,
-           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None = None) -> Index:
+           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None = None) -> None:
     import bm25s
     import faiss
 
@@ -401,7 +439,14 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             vectors[todo] = embedder(batch)
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
+    had_index = (root / MANIFEST).exists()
+    need = bytes_needed(len(chunks), dim, sum(len(t) for t in texts), len(chunks) > hnsw_threshold)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
+    except OSError as exc:
+        if out_of_space(exc):
+            raise full_disk_error(root, had_index, need) from None
+        raise
     try:
         with open(tmp / CHUNKS, "w", encoding="utf-8") as f:
             for c in chunks:
@@ -447,12 +492,13 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         _check_loads(tmp, settings)  # a new index that cannot be read never replaces a working one
         _swap_into_place(tmp, root)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if out_of_space(exc):
+            raise full_disk_error(root, had_index, need) from None
         raise
     if show_progress:
         print(f"indexed {len(chunks)} chunks into {root} in {manifest['build_seconds']:.1f}s", file=sys.stderr)
-    return Index.load(root, settings)
 
 
 def _encode(encoder: Any, texts: list[str], show_progress: bool) -> np.ndarray:

@@ -319,6 +319,9 @@ def load_chunks_jsonl(path: str | Path) -> list[Chunk]:
         for name in ("title", "url", "source"):
             if rec.get(name) is not None and not isinstance(rec[name], str):
                 raise InputError(f"{where}: field {name!r} must be a string, got {type(rec[name]).__name__}")
+        if rec.get("doc_id") is not None and not isinstance(rec["doc_id"], (str, int, float)):
+            raise InputError(f"{where}: field 'doc_id' must be a string or a number, got {type(rec['doc_id']).__name__}; "
+                             "chunks of one document share one doc_id")
         for name, value in rec.items():
             try:
                 json.dumps(value, ensure_ascii=False).encode("utf-8")
