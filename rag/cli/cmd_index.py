@@ -10,20 +10,23 @@ import typer
 from rag.cli.common import (
     app,
     at_least,
+    check_readable,
     clean_warnings,
+    dump_json,
     err,
     on_interrupt,
     quiet_loading,
+    shown,
 )
 from rag.config import load_settings
 
 
 @app.command("index")
 def index_cmd(
-    path: Optional[Path] = typer.Argument(None, help="Folder of .md/.markdown/.txt/.rst/.html/.pdf/.docx files "
+    path: Optional[Path] = typer.Argument(None, readable=False, help="Folder of .md/.markdown/.txt/.rst/.html/.pdf/.docx files "
                                           "(recursive). Omit to index the built-in demo corpus (Python language "
                                           "reference topics)."),
-    chunks: Optional[Path] = typer.Option(None, "--chunks", help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
+    chunks: Optional[Path] = typer.Option(None, "--chunks", readable=False, help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers name or path; 'default' = bundled all-MiniLM-L6-v2."),
     chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk (default: 1200)."),
@@ -48,6 +51,8 @@ def index_cmd(
     from rag.errors import InputError
 
     at_least(1, chunk_size=chunk_size, workers=workers)
+    check_readable(path, "PATH")
+    check_readable(chunks, "--chunks")
     at_least(0, chunk_overlap=chunk_overlap)
     if workers is not None and ray is None:
         raise InputError("--workers needs --ray (workers are Ray actors)")
@@ -92,8 +97,6 @@ def search_cmd(
       rag search "exception groups" --json | jq '.[0].stages'
     """
     clean_warnings()
-    import json
-
     from rag.ingest.chunking import page_label
     from rag.retrieval.retriever import Retriever
 
@@ -102,17 +105,17 @@ def search_cmd(
     retriever = Retriever.from_settings(settings)
     hits = retriever.search(query)
     if as_json:
-        typer.echo(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        typer.echo(dump_json([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
         return
     if not hits:
         typer.echo("No matching chunks.")
     for h in hits:
         stages = ", ".join(f"{name} #{st['rank']}" for name, st in h.stages.items() if st["rank"] is not None)
-        typer.echo(f"[{h.rank}] {h.chunk_id}  score={h.score:.4f}  ({stages})")
-        where = ", ".join(x for x in (h.title, page_label(h.meta)) if x)
+        typer.echo(f"[{h.rank}] {shown(h.chunk_id)}  score={h.score:.4f}  ({stages})")  # an id or title may hold \n
+        where = ", ".join(shown(x) for x in (h.title, page_label(h.meta)) if x)
         if where:
             typer.echo(f"    {where}")
         if h.duplicates:
-            typer.echo(f"    same words as {', '.join(h.duplicates)} (shown once)")
-        body = " ".join(h.text.split())
+            typer.echo(f"    same words as {', '.join(map(shown, h.duplicates))} (shown once)")
+        body = shown(" ".join(h.text.split()))
         typer.echo(f"    {body[:400]}{'...' if len(body) > 400 else ''}\n")

@@ -45,11 +45,86 @@ def err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+class _Stderr:
+    """sys.stderr, noting whether its last write left a line open: a progress line ("\\rreading files 3/9", a tqdm
+    bar) is drawn without a newline, and a warning written then would be glued to it."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.line_open = False
+
+    def write(self, text):
+        if isinstance(text, str) and text:
+            self.line_open = not text.endswith("\n")
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def clean_warnings() -> None:
-    """Show library warnings (skipped files, cut queries) as one plain stderr line each."""
+    """Show library warnings (skipped files, cut queries) as one plain stderr line each, on a line of its own even
+    while a progress line is drawn (the progress goes on below it)."""
+    import sys
     import warnings
 
-    warnings.formatwarning = lambda message, category, *args, **kwargs: f"Warning: {message}\n"
+    if not isinstance(sys.stderr, _Stderr):
+        sys.stderr = _Stderr(sys.stderr)
+
+    def one_line(message, category, *args, **kwargs) -> str:
+        return f"{chr(10) if getattr(sys.stderr, 'line_open', False) else ''}Warning: {message}\n"
+
+    warnings.formatwarning = one_line
+
+
+def shown(text: object) -> str:
+    """``text`` for one line of a terminal: a newline, carriage return, tab, escape or other unprintable character
+    in an id or a title is written as its escape (``\\n``), so it cannot split a line or move the cursor."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def dump_json(data: object, **kwargs) -> str:
+    """JSON that every parser reads: NaN and +-Infinity (a chunk's extra fields, a metric of nothing) become null;
+    ``allow_nan=False`` guards against any that slips through."""
+    import json
+    import math
+
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(data), allow_nan=False, **kwargs)
+
+
+def check_readable(path, flag: str) -> None:
+    """An input path that exists but cannot be read is an InputError naming it and the flag (``Error:``, exit 1),
+    checked before any work; typer's own check (``readable=True``) would print a usage box and exit 2. A missing
+    path is left to the command, which says what it expected there."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from rag.errors import InputError
+
+    if path is None:
+        return
+    path = Path(path).expanduser()
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise InputError(f"{path}: cannot reach it ({exc.strerror}); make the folders above it searchable "
+                         f"(chmod u+x) or give {flag} another path") from None
+    if not os.access(path, os.R_OK | (os.X_OK if is_dir else 0)):
+        kind, mode = ("folder", "u+rx") if is_dir else ("file", "u+r")
+        raise InputError(f"{path}: cannot read this {kind} (permission denied); make it readable (chmod {mode}) or "
+                         f"give {flag} another {kind}")
 
 
 _ON_INTERRUPT = [""]  # what main() says on Ctrl-C: what was kept and how to resume (set by each command)
