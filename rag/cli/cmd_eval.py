@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -13,6 +12,7 @@ from rag.cli.common import (
     app,
     at_least,
     clean_warnings,
+    dump_json,
     err,
     on_interrupt,
     quiet_loading,
@@ -37,6 +37,7 @@ def eval_cmd(
     threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items (default: 1 for the embedded model, else 4)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
+    strict_gold: bool = typer.Option(False, "--strict-gold", help="Gold chunk ids the index does not hold are an error (default: a warning)."),
     artifact: Optional[str] = typer.Option(None, "--artifact", help="Evaluate this compiled artifact (name in artifacts/ or a path), even if its dev gain does not clear noise."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -58,8 +59,6 @@ def eval_cmd(
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
     """
     clean_warnings()
-    import json
-
     at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
     if ray is not None and threads is not None:
         raise SieveError("--threads runs items in this process and --ray on Ray workers; give one of them")
@@ -91,9 +90,9 @@ def eval_cmd(
         items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
         on_interrupt("retrieval-only scoring keeps no partial results and spends no model calls; run the same command again")
-        report = retrieval_report(items, retriever, k=kk, mode=settings.mode)
+        report = retrieval_report(items, retriever, k=kk, mode=settings.mode, strict_gold=strict_gold)
         if as_json:
-            typer.echo(json.dumps(report, indent=2, ensure_ascii=False))
+            typer.echo(dump_json(report, indent=2, ensure_ascii=False))
         else:
             typer.echo(f"retrieval  mode={report['mode']}  k={kk}  items={report['items']}  scored={report['scored']}  "
                        f"skipped (no gold)={report['skipped_no_gold']}")
@@ -120,7 +119,7 @@ def eval_cmd(
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
                               show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat, ray=ray,
-                              workers=workers)
+                              workers=workers, strict_gold=strict_gold)
     raise typer.Exit(code)
 
 
@@ -128,7 +127,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
                        index_dir: Path | None = None, json_out: bool = False, set_pairs: list[str] | None = None,
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
                        judge: bool = True, show_progress: bool = True, use_artifact: bool = True,
-                       repeat: int | None = None, ray: str | None = None, workers: int | None = None) -> int:
+                       repeat: int | None = None, ray: str | None = None, workers: int | None = None,
+                       strict_gold: bool = False) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations instead; ``repeat`` runs the evaluation that many times with
@@ -140,6 +140,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
             values = ", ".join(f"{k}={v}" for k, v in table.items() if k not in META_KEYS)
             typer.echo(f"{name:<14} {table.get('description', '')}\n{'':<14} {values}")
         return 0
+    if out is not None:  # before any model is fetched, hashed or loaded (a bad --out is refused in a moment)
+        check_out(out)
     if gate is not None:  # a malformed gate file is reported before the run spends any model calls
         load_gate(gate, agent_metric_names())
     plan = plan_eval(config, split=split, golden=golden, out=out, set_pairs=set_pairs, index_dir=index_dir,
@@ -147,8 +149,9 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     if isinstance(plan, str):
         err(f"skipped: {plan}")
         if json_out:
-            typer.echo(json.dumps({"config_name": config, "skipped": plan}))
+            typer.echo(dump_json({"config_name": config, "skipped": plan}))
         return 0
+    plan.strict_gold = strict_gold
 
     from rag.distributed.eval import plan_runner
 
@@ -167,6 +170,26 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     return _gate(summary, gate) if gate is not None else 0
 
 
+def check_out(out: Path) -> None:
+    """``--out`` must be a run folder rag eval may write (rag.eval.runs.check_run_folder), and one it can create:
+    InputError naming the folder, so a path below a file or in a read-only folder is refused before any model is
+    loaded rather than when the first result is written."""
+    import os
+
+    from rag.errors import InputError
+    from rag.eval.runs import check_run_folder
+
+    out = Path(out)
+    check_run_folder(out)
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"cannot create the run folder {out}: {parent} is not a folder; give --out a folder path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the run folder {out}: {parent} is not writable; give --out another folder")
+
+
 def _gate(summary: Mapping[str, Any], gate: Path) -> int:
     """Check ``summary`` against the gate file: 1 (and why, on stderr) when a metric is out of bounds, else 0."""
     from rag.eval.presets import check_gate
@@ -183,7 +206,7 @@ def _gate(summary: Mapping[str, Any], gate: Path) -> int:
 def print_summary(summary: Mapping[str, Any], out_dir: Path, json_out: bool) -> None:
     """JSON (``--json``) or a two-column table on stdout; the run directory on stderr."""
     if json_out:
-        typer.echo(json.dumps({**summary, "run_dir": str(out_dir)}, indent=2))
+        typer.echo(dump_json({**summary, "run_dir": str(out_dir)}, indent=2))
     else:
         from rag.report.markdown import ROWS, fmt_ci
 

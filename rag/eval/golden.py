@@ -11,13 +11,21 @@ and/or ``evidence`` (short verbatim strings: a chunk is relevant when it contain
 runs of whitespace collapsed). Any other field is kept in ``meta``.
 
 The file is loaded with Hugging Face ``datasets`` (its JSON builder), after a line-by-line check so a
-bad line is reported with its number and field instead of an Arrow schema error.
+bad line is reported with its number and field instead of an Arrow schema error. The check also refuses a
+lone surrogate escape (``\ud800``): pyarrow cannot parse one, and ``datasets`` then falls back to
+``pandas.read_json``, which reads a one-line file column-wise (a list of ids became its characters). Whatever
+``datasets`` returns is compared with the checked line, so a value it changed is an error naming the line
+and field, never a silently coerced item.
+
+:func:`check_gold_in_index` warns (or, strict, refuses) when gold chunk ids are not in the index.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -69,26 +77,38 @@ def _check(rec: Any, where: str) -> None:
             raise bad(name, f"must be a list of non-empty strings, got {value!r:.80}")
     if rec.get("split") is not None and not isinstance(rec["split"], str):
         raise bad("split", "must be a string or null")
+    for name, value in rec.items():  # what pyarrow cannot parse would send datasets to its pandas fallback
+        try:
+            json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise bad(name, "holds a lone surrogate escape (e.g. \\ud800), which is not valid Unicode; "
+                      "fix the text that wrote it") from None
+        except ValueError:
+            raise bad(name, "holds NaN or Infinity, which JSON does not allow; use null or a number") from None
 
 
 def load_golden(path: str | Path) -> list[GoldenItem]:
     """Golden items from a JSONL file; :class:`InputError` names the line and field of the first problem."""
     file = Path(path).expanduser()
-    line_of: list[int] = []
+    checked: list[tuple[int, str, dict[str, Any]]] = []
     seen: dict[str, int] = {}
     for lineno, where, rec in json_lines(file, missing="no such golden file: give a JSONL file with one item per line (see golden/README.md)"):
         _check(rec, where)
         if rec["id"] in seen:
             raise InputError(f"{where}: field 'id' repeats {rec['id']!r} from line {seen[rec['id']]}; ids must be unique")
         seen[rec["id"]] = lineno
-        line_of.append(lineno)
-    if not line_of:
+        checked.append((lineno, where, rec))
+    if not checked:
         raise InputError(f"{file}: no golden items (the file is empty)")
 
     rows = _load_with_datasets(file)
+    if len(rows) != len(checked):
+        raise InputError(f"{file}: datasets read {len(rows)} row(s) from {len(checked)} line(s); "
+                         "write one JSON object per line")
     items = []
-    for lineno, row in zip(line_of, rows):
-        rec = {k: v for k, v in row.items() if v is not None}
+    for (lineno, where, line_rec), row in zip(checked, rows):
+        _same_as_line(row, line_rec, where)
+        rec = {k: v for k, v in line_rec.items() if v is not None}
         if rec.get("type") == "unanswerable" and "should_refuse" not in rec:
             rec["should_refuse"] = True
         items.append(GoldenItem(
@@ -99,6 +119,31 @@ def load_golden(path: str | Path) -> list[GoldenItem]:
                   **{k: v for k, v in rec.items() if k not in KNOWN and k != "meta"}, "line": lineno},
         ))
     return items
+
+
+def _same_as_line(row: dict[str, Any], rec: dict[str, Any], where: str) -> None:
+    """InputError naming ``where`` and the field when ``datasets`` returned a value other than the line holds.
+    Fields the line lacks come back as None (Arrow gives every row every column); those are not differences."""
+    for name in sorted(set(row) | set(rec)):
+        if not _equal(row.get(name), rec.get(name)):
+            raise InputError(f"{where}: field {name!r} holds {rec.get(name)!r:.60}, which datasets reads as "
+                             f"{row.get(name)!r:.60}; write it so it loads unchanged (one JSON type per field on "
+                             "every line, integers within 64 bits)")
+
+
+def _equal(loaded: Any, line: Any) -> bool:
+    """Whether ``loaded`` (from Arrow) is ``line`` (from json.loads), up to the None Arrow fills in for keys of a
+    nested object that this line does not have; a bool is never equal to a number, nor a string to a list."""
+    if isinstance(line, dict):
+        return (isinstance(loaded, dict) and set(line) <= set(loaded)
+                and all(_equal(loaded[k], line.get(k)) if k in line else loaded[k] is None for k in loaded))
+    if isinstance(line, list):
+        return (isinstance(loaded, list) and len(loaded) == len(line)
+                and all(_equal(a, b) for a, b in zip(loaded, line)))
+    if isinstance(line, bool) or isinstance(loaded, bool):
+        return type(line) is type(loaded)
+    return type(loaded) is type(line) and loaded == line or (
+        isinstance(line, (int, float)) and isinstance(loaded, (int, float)) and loaded == line)
 
 
 def _load_with_datasets(file: Path) -> list[dict[str, Any]]:
@@ -159,3 +204,24 @@ def to_examples(items: Iterable[GoldenItem]) -> list[Any]:
                      evidence=list(it.evidence), split=it.split).with_inputs("question")
         for it in items
     ]
+
+
+def check_gold_in_index(items: Iterable[GoldenItem], chunk_ids: Iterable[str], *, strict: bool = False) -> int:
+    """Warn when ``relevant_chunk_ids`` name chunks the index does not hold (a golden set written against another
+    chunking scores 0 on them, silently otherwise): the count and a few examples. ``strict`` makes it an
+    :class:`InputError` instead. Returns how many gold ids are missing; an empty ``chunk_ids`` (no index) checks
+    nothing."""
+    known = set(chunk_ids)
+    if not known:
+        return 0
+    pairs = [(it.id, cid) for it in items for cid in dict.fromkeys(it.relevant_chunk_ids)]
+    missing = [(iid, cid) for iid, cid in pairs if cid not in known]
+    if not missing:
+        return 0
+    shown = ", ".join(f"{cid!r} (item {iid})" for iid, cid in missing[:3]) + (", ..." if len(missing) > 3 else "")
+    what = (f"{len(missing)} of {len(pairs)} gold chunk id(s) in relevant_chunk_ids are not in the index: {shown}; "
+            "they count as never retrieved (was the golden set written against another chunking?)")
+    if strict:
+        raise InputError(f"{what}. Fix relevant_chunk_ids, or rebuild the index with the chunking they were written for")
+    warnings.warn(f"{what}; strict_gold=True (rag eval --strict-gold) makes this an error", stacklevel=2)
+    return len(missing)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rag.eval.golden import GoldenItem, collapse, gold_chunk_ids
+from rag.eval.golden import GoldenItem, check_gold_in_index, collapse, gold_chunk_ids
 
 # =============================================================================================
 # Retrieval metrics
@@ -126,14 +126,16 @@ def _intervals(rows: list[dict[str, Any]], k: int) -> dict[str, dict[str, Any]]:
 
 
 def retrieval_report(items: Sequence[GoldenItem], retriever: Any, k: int = 4, mode: str | None = None,
-                     per_item: bool = True) -> dict[str, Any]:
+                     per_item: bool = True, strict_gold: bool = False) -> dict[str, Any]:
     """Recall@k, MRR@k, hit@k (over items with gold chunks) and needle recall@k (over items with
     ``evidence``), averaged, each with its 95% interval and n in ``ci``; items with no gold at all are skipped
     and counted. A hit's left-out duplicates (``Hit.duplicates``, the same words) count as retrieved with it
     (:func:`with_duplicates`), so leaving out a repeat never lowers a score. Retrieval runs with
-    ``retriever.search(question, k=k, mode=mode)``."""
+    ``retriever.search(question, k=k, mode=mode)``. Gold ids the index does not hold are warned about first
+    (:func:`rag.eval.golden.check_gold_in_index`; ``strict_gold``: an InputError)."""
     mode = mode or retriever.mode
     chunks = retriever.index.chunks
+    check_gold_in_index(items, (c.id for c in chunks), strict=strict_gold)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     latencies: list[float] = []

@@ -145,6 +145,7 @@ class EvalPlan:
     out_dir: Path
     judge: bool = True
     use_artifact: bool = True
+    strict_gold: bool = False  # gold chunk ids missing from the index: an error, not a warning
 
     def run(self, folder: Path | None = None, *, limit: int | None = None, threads: int | None = None,
             show_progress: bool = False, runner: Any = None) -> dict[str, Any]:
@@ -157,6 +158,7 @@ class EvalPlan:
                         chunks=self.program.agent.retriever.index.chunks, ghash=self.ghash, runner=runner,
                         config=self.run_config, k=settings.top_k, threads=threads or default_threads(lms),
                         limit=limit, judge=self.judge, show_progress=show_progress, answer_judge=self.program.judge,
+                        strict_gold=self.strict_gold,
                         latency_ledger=Path(settings.cache_dir) / "latency_ledger.jsonl" if settings.cache else None)
 
 

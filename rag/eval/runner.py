@@ -4,8 +4,9 @@ Results go to a run directory (layout in rag.eval.runs; by default ``sieve_home(
 Running again with the same config and golden file resumes: items already in ``results.jsonl`` are
 skipped. A directory that holds another config or golden hash is refused (use another ``--out``).
 An item whose agent raises is recorded with ``status: "error"`` (it counts as wrong); a fatal error
-(``is_fatal``: Ctrl-C, ModelError including QuotaExhausted, auth/billing/rate-limit/transport errors) stops
-the run, keeping what finished, and is raised again.
+(``is_fatal``: Ctrl-C, ModelError including QuotaExhausted, auth/billing/rate-limit/transport errors, a full disk)
+stops the run, keeping what finished, and is raised again. Gold chunk ids the index does not hold are warned
+about before anything runs (``strict_gold=True``: refused).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextvars
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
@@ -23,16 +25,25 @@ from rag.agent.judging import AnswerJudge, answer_passages
 from rag.agent.module import prediction_to_dict
 from rag.errors import InputError, ModelError, SieveError
 from rag.eval.agent_metrics import score_item
-from rag.eval.golden import gold_chunk_ids
-from rag.eval.runs import append_record, now, open_run, read_records, repair_torn_tail, write_summary
+from rag.eval.golden import check_gold_in_index, gold_chunk_ids
+from rag.eval.runs import (
+    RESULTS,
+    DiskFull,
+    append_record,
+    now,
+    open_run,
+    read_records,
+    repair_torn_tail,
+    write_summary,
+)
 from rag.usage.latency import LatencyLedger
 
 MAX_CAUSES = 10  # how deep an exception's cause chain is searched for a run-stopping error
 
 
 def is_fatal(exc: BaseException) -> bool:
-    """Errors that stop the whole run: Ctrl-C, Sieve's ModelError (QuotaExhausted...), and DSPy's auth, billing,
-    rate-limit, configuration and transport errors, also when DSPy wrapped them (searched along ``__cause__``)."""
+    """Errors that stop the whole run: Ctrl-C, Sieve's ModelError (QuotaExhausted...) and DiskFull, and DSPy's auth,
+    billing, rate-limit, configuration and transport errors, also when DSPy wrapped them (searched along ``__cause__``)."""
     from dspy.utils.exceptions import (
         LMAuthError,
         LMBillingError,
@@ -41,7 +52,7 @@ def is_fatal(exc: BaseException) -> bool:
         LMTransportError,
     )
 
-    fatal = (KeyboardInterrupt, ModelError, LMAuthError, LMBillingError, LMConfigurationError, LMRateLimitError,
+    fatal = (KeyboardInterrupt, ModelError, DiskFull, LMAuthError, LMBillingError, LMConfigurationError, LMRateLimitError,
              LMTransportError)
     return _find(exc, fatal) is not None
 
@@ -69,13 +80,16 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
              chunks: Iterable[Any] = (), ghash: str = "", config: Mapping[str, Any] | None = None,
              k: int | None = None, threads: int = 1, limit: int | None = None, judge: bool = True,
              latency_ledger: str | Path | None = None, show_progress: bool = True,
-             answer_judge: AnswerJudge | None = None, runner: "ItemRunner | None" = None) -> dict[str, Any]:
+             answer_judge: AnswerJudge | None = None, runner: "ItemRunner | None" = None,
+             strict_gold: bool = False) -> dict[str, Any]:
     """Run, judge and score ``items`` (the first ``limit``), resuming what ``out_dir`` already holds.
 
     ``agent(question=...)`` returns the Sieve prediction; ``judge_lm`` grades answered items (None = the
     configured dspy LM; ``judge=False`` skips judging); ``answer_judge`` (e.g. a compiled one) replaces that judge.
     ``latency_ledger`` (a JSONL path, see rag.usage.latency) lets cached LM steps be charged their originally measured
-    latency. Returns the summary also in summary.json.
+    latency. Returns the summary also in summary.json: the selected items plus any other finished item of the
+    run (a warning says so), so it always describes everything results.jsonl holds. Gold ids not in ``chunks``
+    (the index) are a warning naming them, an InputError with ``strict_gold``. A full disk is ``DiskFull``.
 
     ``runner(todo, finish, **item_ctx)`` replaces the in-process loop (``rag.distributed.eval`` runs items on Ray
     workers, each building :func:`item_context` from ``item_ctx`` and its own program): it must call
@@ -86,6 +100,8 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
         raise InputError(f"--threads must be >= 1, got {threads}")
     out_dir = Path(out_dir)
     selected = list(items)[:limit] if limit is not None else list(items)
+    chunks = list(chunks)
+    check_gold_in_index(selected, chunk_texts(chunks), strict=strict_gold)
     k = k or getattr(agent, "top_k", 4)
     max_rewrites = getattr(agent, "max_rewrites", 0) if getattr(agent, "use_reflection", True) else 0
     open_run(out_dir, {"config_name": config_name, "golden_hash": ghash, "config": dict(config or {})})
@@ -100,14 +116,18 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
                        config_name=config_name)
     # The selection is on disk before the first item runs: a run killed outright (SIGKILL, power loss) still
     # says "n of 62 done" to rag report instead of passing off what finished as the whole selection.
-    write_summary(out_dir, selected, config_name=config_name, ghash=ghash, k=k, max_rewrites=max_rewrites)
+    first = write_summary(out_dir, selected, config_name=config_name, ghash=ghash, k=k, max_rewrites=max_rewrites)
+    if first["n_extra"]:
+        warnings.warn(f"{out_dir / RESULTS} also holds {first['n_extra']} finished item(s) outside the "
+                      f"{len(selected)} selected now (--split/--limit); the summary covers all {first['n_selected']} "
+                      "it holds. For a summary of only the selection, use --out NEW_DIR", stacklevel=2)
     lock, count = threading.Lock(), [len(selected) - len(todo)]
     if show_progress and count[0]:
         print(f"resuming {out_dir}: {count[0]} of {len(selected)} items already done", file=sys.stderr)
 
     def finish(record: dict[str, Any]) -> None:
         with lock:
-            append_record(out_dir, record)
+            append_record(out_dir, record, items_left=len(selected) - count[0])
             count[0] += 1
             if show_progress:
                 s = record["scores"]
@@ -131,7 +151,7 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     summary = write_summary(out_dir, selected, config_name=config_name, ghash=ghash, k=k, max_rewrites=max_rewrites)
     if failure is not None:
         if show_progress:
-            print(f"stopped after {summary['n_done']} of {len(selected)} items: {failure!r}; "
+            print(f"stopped after {summary['n_done']} of {summary['n_selected']} items: {failure!r}; "
                   "run the same command again to resume", file=sys.stderr)
         raise _find(failure, (SieveError,)) or failure  # the Sieve error DSPy wrapped, for a clean CLI message
     return summary

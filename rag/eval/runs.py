@@ -4,12 +4,18 @@ A run lives in one directory, by default ``sieve_home()/runs/<config>-<golden ha
 
     run.json        what this run is: config name, golden hash, the settings that shape results
     results.jsonl   one record per finished item, appended (and fsynced) as it finishes
-    summary.json    rag.eval.agent_metrics.summarize over the items selected by the last invocation
+    summary.json    rag.eval.agent_metrics.summarize over the items the last invocation selected plus every other
+                    finished item in results.jsonl, so it never describes less than the results file holds
+
+A full disk (ENOSPC, or EDQUOT for a quota) while writing any of them is :class:`DiskFull`: one line saying how many
+finished items results.jsonl keeps and about how much space the rest of the run needs. A failed write is undone
+(results.jsonl cut back to its last whole line, a half-written temporary file removed), so resuming is safe.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
@@ -20,10 +26,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rag.errors import InputError
+from rag.errors import InputError, SieveError
 from rag.eval.agent_metrics import summarize
 
 RESULTS, SUMMARY, RUN = "results.jsonl", "summary.json", "run.json"
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(SieveError):
+    """No space (or quota) left while a run writes its files; what finished is kept and the same command resumes."""
 
 
 def now() -> str:
@@ -51,10 +62,30 @@ def names_apart(names: Sequence[str], dirs: Sequence[Path]) -> list[str]:
     return [(f"{n} ({Path(d).name})" if n else Path(d).name) if names.count(n) > 1 else n for n, d in zip(names, dirs)]
 
 
+def _write_bytes(path: Path, data: bytes, *, append: bool) -> None:
+    """Write all of ``data`` to ``path`` with ``os.write`` and fsync it; on any OSError undo the write before
+    raising (an appended file is cut back to its old size, a new one removed), so no torn line or half file stays."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o644)
+    start = os.fstat(fd).st_size if append else 0
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError:
+        os.ftruncate(fd, start)  # frees what was written: works on a full disk
+        if not append:
+            os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file, then rename."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    _write_bytes(tmp, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"), append=False)
     os.replace(tmp, path)
 
 
@@ -108,7 +139,11 @@ def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the run folder {out_dir} ({exc.strerror or exc}); use --out DIR") from None
-    write_json(path, {**meta, "created": now()})
+    try:
+        write_json(path, {**meta, "created": now()})
+    except OSError as exc:
+        _raise_disk_full(exc, out_dir, RUN, items_left=0, payload=4096)
+        raise
 
 
 def read_run_json(out_dir: Path) -> dict[str, Any]:
@@ -145,12 +180,40 @@ def _diff(old: Any, new: Any) -> str:
     return f"{old!r} -> {new!r}"
 
 
-def append_record(out_dir: Path, record: Mapping[str, Any]) -> None:
-    """Append one record as one line, flushed and fsynced (the caller serialises writers)."""
-    with (out_dir / RESULTS).open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+def append_record(out_dir: Path, record: Mapping[str, Any], *, items_left: int = 0) -> None:
+    """Append one record as one line, fsynced (the caller serialises writers). A full disk undoes the partial line
+    and raises :class:`DiskFull` (``items_left``: how many items, this one included, still need writing)."""
+    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        _write_bytes(Path(out_dir) / RESULTS, data, append=True)
+    except OSError as exc:
+        _raise_disk_full(exc, out_dir, RESULTS, items_left=max(items_left, 1), payload=len(data))
+        raise
+
+
+def _raise_disk_full(exc: OSError, out_dir: str | Path, name: str, *, items_left: int, payload: int) -> None:
+    """Raise :class:`DiskFull` for an ENOSPC/EDQUOT ``exc`` raised writing ``name`` in ``out_dir`` (return otherwise):
+    how many finished items results.jsonl keeps, and about how much space the ``items_left`` items and the
+    summary need (the mean record size so far, or ``payload``, the bytes of the failed write)."""
+    if exc.errno not in DISK_FULL:
+        return
+    out_dir = Path(out_dir)
+    with warnings.catch_warnings():  # counting only; read_records warns about damaged lines to readers
+        warnings.simplefilter("ignore")
+        kept = len({r["id"] for r in read_records(out_dir)})
+    results, summary = out_dir / RESULTS, out_dir / SUMMARY
+    per_item = results.stat().st_size // kept if kept and results.is_file() else payload
+    summary_size = max(payload if name != RESULTS else 0, summary.stat().st_size if summary.is_file() else 0)
+    need = per_item * items_left + 2 * summary_size  # summary.json is replaced atomically: old and new side by side
+    raise DiskFull(f"{(exc.strerror or 'no space left on device').lower()} writing {out_dir / name}: "
+                   f"{kept} finished item(s) are kept in {results}; free about {_size(need)} "
+                   f"({f'for {items_left} item(s) left and the summary' if items_left else 'for the summary'}) "
+                   "and run the same command again to resume") from None
+
+
+def _size(n: int) -> str:
+    n = max(n, 1024)
+    return f"{n / 1024:.0f} KB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MB"
 
 
 def _is_record(rec: Any) -> bool:
@@ -220,11 +283,23 @@ def repair_torn_tail(out_dir: str | Path) -> Path | None:
 
 def write_summary(out_dir: str | Path, selected: Sequence[Any], *, config_name: str, ghash: str, k: int,
                   max_rewrites: int) -> dict[str, Any]:
-    """Summarize the selected items' records into summary.json (atomically) and return it."""
+    """Summarize into summary.json (atomically) and return it: the selected items plus every other finished item in
+    results.jsonl (``n_requested`` the selection, ``n_extra`` the others), so a narrower ``--limit`` or
+    ``--split`` on a bigger run never writes a summary that contradicts the results file. A full disk is
+    :class:`DiskFull`."""
     out_dir = Path(out_dir)
-    summary = _summary(read_records(out_dir), [it.id for it in selected], config_name=config_name, ghash=ghash,
-                       k=k, max_rewrites=max_rewrites)
-    write_json(out_dir / SUMMARY, summary)
+    records = read_records(out_dir)
+    wanted = [it.id for it in selected]
+    chosen = set(wanted)
+    extra = list(dict.fromkeys(r["id"] for r in records if r["id"] not in chosen))
+    summary = {**_summary(records, wanted + extra, config_name=config_name, ghash=ghash, k=k,
+                          max_rewrites=max_rewrites), "n_requested": len(wanted), "n_extra": len(extra)}
+    try:
+        write_json(out_dir / SUMMARY, summary)
+    except OSError as exc:
+        _raise_disk_full(exc, out_dir, SUMMARY, items_left=summary["n_selected"] - summary["n_done"],
+                         payload=len(json.dumps(summary, indent=2, ensure_ascii=False).encode("utf-8")))
+        raise
     return summary
 
 
