@@ -50,6 +50,7 @@ class Answer:
 
     ``text`` is the answer with ``[id]`` citations, or the refusal. ``sources`` are the cited passages; for a
     refusal they are empty and ``closest`` holds the passages that were retrieved but judged not relevant.
+    ``uncited`` are the passages the answerer read but did not cite.
     ``trace`` records every decision (retrieve, grade, rewrite, answer) with its latency and tokens."""
 
     text: str
@@ -58,6 +59,7 @@ class Answer:
     closest: list[Source]
     trace: Any
     prediction: "dspy.Prediction" = field(repr=False)
+    uncited: list[Source] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The same JSON ``rag ask --json`` prints."""
@@ -90,7 +92,8 @@ class Agent:
         pred = self.program.agent(question=question)
         return Answer(text=pred.answer, refused=bool(pred.refused), trace=pred.trace, prediction=pred,
                       sources=[Source.from_dict(s) for s in pred.sources],
-                      closest=[Source.from_dict(s) for s in pred.closest])
+                      closest=[Source.from_dict(s) for s in pred.closest],
+                      uncited=[Source.from_dict(s) for s in getattr(pred, "uncited", None) or []])
 
 
 def open_agent(settings: Settings | None = None, *, use_artifact: bool = True,

@@ -1,8 +1,10 @@
 """Sieve's DSPy signatures, one per module. Docstrings are the instructions; optimizers rewrite them."""
 
 from signatures.answerer import Answerer
+from signatures.expander import Expander
 from signatures.grader import Grader
+from signatures.hyde import HypotheticalPassage
 from signatures.judge import Judge
 from signatures.rewriter import Rewriter
 
-__all__ = ["Answerer", "Grader", "Judge", "Rewriter"]
+__all__ = ["Answerer", "Expander", "Grader", "HypotheticalPassage", "Judge", "Rewriter"]

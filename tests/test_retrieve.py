@@ -28,7 +28,8 @@ def test_each_mode_finds_the_obvious_chunk(retriever: Retriever, mode: str):
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
     for h in hits:
-        assert set(h.stages) == {"bm25", "dense", "rrf", "rerank"}
+        assert set(h.stages) == {"bm25", "dense", "rrf", "expand", "rerank"}
+        assert h.stages["expand"] == {"rank": None, "score": None}  # no query stage ran
         assert h.stages[mode if mode != "hybrid" else "rrf"]["rank"] == h.rank
         assert h.stages["rerank"] == {"rank": None, "score": None}
 

@@ -13,11 +13,13 @@ whatever it scored. The agent's roles and the judge are selected apart (``roles`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,9 +235,32 @@ def apply(program: dspy.Module | None, artifact: Artifact, judge: dspy.Module | 
     """Load the compiled state into a freshly built program (and judge, when the artifact has one)."""
     try:
         if program is not None:
-            program.load(str(artifact.program_path))
+            with _stages_the_artifact_lacks_detached(program, artifact):
+                program.load(str(artifact.program_path))
         if judge is not None and artifact.judge_path:
             judge.load(str(artifact.judge_path))
     except (KeyError, ValueError, TypeError) as exc:
         raise ArtifactError(f"{artifact.path}: the program state does not match Sieve's predictors ({exc}). "
                             "Recompile with: rag compile") from None
+
+
+OPTIONAL_STAGES = ("expander",)  # submodules an artifact compiled before they existed leaves as they are
+
+
+@contextlib.contextmanager
+def _stages_the_artifact_lacks_detached(program: dspy.Module, artifact: Artifact) -> Iterator[None]:
+    """Hide the optional stages (query expansion) whose state the artifact does not hold while it loads, so an
+    artifact compiled without them still applies to the roles it has; they keep their uncompiled prompts."""
+    try:
+        keys = set(json.loads(Path(artifact.program_path).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        keys = set()  # program.load reports the file's problem
+    detached = {name: getattr(program, name) for name in OPTIONAL_STAGES if getattr(program, name, None) is not None
+                and not any(k.startswith(name + ".") for k in keys)}
+    for name in detached:
+        setattr(program, name, None)
+    try:
+        yield
+    finally:
+        for name, stage in detached.items():
+            setattr(program, name, stage)

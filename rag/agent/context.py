@@ -8,7 +8,7 @@ the prompt. Citations are checked against the ids that were actually shown.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 FENCE = "<<<"
@@ -36,6 +36,19 @@ def format_context(hits: Sequence[Any], max_chars: int | None = None) -> str:
         text = hit.text[:max_chars] if max_chars else hit.text
         blocks.append(f"[{i}] [{hit.chunk_id}]{title}\n{FENCE}\n{_clean(text).strip()}\n{FENCE_END}")
     return "\n\n".join(blocks)
+
+
+def within_budget(hits: Sequence[Any], budget: int, count: Callable[[str], int],
+                  max_chars: int | None = None) -> tuple[list[Any], list[Any]]:
+    """The best-ranked passages whose formatted context takes at most ``budget`` tokens (``count``), and those left
+    out, lowest-ranked first to go. The top passage always stays: the model's context window is the hard limit
+    (``rag.lm.fit``), the budget is what a call is meant to cost."""
+    kept: list[Any] = []
+    for hit in hits:
+        if kept and count(format_context([*kept, hit], max_chars)) > budget:
+            break
+        kept.append(hit)
+    return kept, list(hits[len(kept):])
 
 
 _HEADER = re.compile(r"^\[\d+\] \[([^\[\]\n]+)\]", re.M)  # an id may hold spaces (a file name), not brackets

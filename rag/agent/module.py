@@ -26,11 +26,20 @@ from typing import Any
 
 import dspy
 
-from rag.agent.context import clean_answer, extract_citations, format_context, missing_terms, split_citations
+from rag.agent.context import (
+    clean_answer,
+    extract_citations,
+    format_context,
+    missing_terms,
+    split_citations,
+    within_budget,
+)
 from rag.agent.trace import Step, Trace
 from rag.config import ANSWER_CONTEXTS
 from rag.errors import InputError
 from rag.lm.adapter import program_demos, shown_ids
+from rag.lm.fit import token_counter
+from rag.retrieval.expansion import Expansion, QueryExpander
 from rag.usage.metering import CallStats, metered_call
 from signatures import Answerer, Grader, Rewriter
 
@@ -43,7 +52,7 @@ class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
-                 subject_shortcut: bool = True):
+                 subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -56,6 +65,8 @@ class Sieve(dspy.Module):
         self.id_choices = id_choices  # the grader and answerer may name only the ids shown (rag.lm.adapter.shown_ids)
         self.subject_shortcut = subject_shortcut  # a context without the subject the grader named before is not graded again
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
+        self.context_tokens = context_tokens  # token budget of the passages in a grade or answer call; 0 = none
+        self.expander = expander if expander is not None and expander.active else None  # rephrasings, HyDE
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
@@ -83,15 +94,34 @@ class Sieve(dspy.Module):
     def _retrieve(self, query: str, trace: Trace, notes: list[str]) -> list[Any]:
         step = trace.add(Step(node="retrieve", query=query, notes=list(notes)))
         start = time.perf_counter()
-        hits = self.retriever.search(query, k=self.top_k)
+        expansion = self._expand(query, step)
+        found = self.retriever.retrieve(query, k=self.top_k, expansion=expansion)
         step.latency_ms = (time.perf_counter() - start) * 1000
-        step.hits = [{k: v for k, v in h.to_dict().items() if k != "text"} for h in hits]
-        return hits
+        step.notes.extend(found.notes)
+        step.hits = [{k: v for k, v in h.to_dict().items() if k != "text"} for h in found.hits]
+        return found.hits
+
+    def _expand(self, query: str, step: Step) -> Expansion | None:
+        """The query stages' rephrasings and hypothetical passage for ``query`` (None when they are off); their LM
+        calls are counted in the retrieve step's tokens and cost."""
+        if self.expander is None:
+            return None
+        with program_demos(self):
+            expansion = self.expander(query)
+        step.expansions, step.hyde = list(expansion.queries), expansion.passage
+        step.notes.extend(expansion.notes)
+        for stats in expansion.calls.values():
+            step.tokens_in += stats.tokens_in
+            step.tokens_out += stats.tokens_out
+            step.cost += stats.cost
+            step.model, step.cached = stats.model, stats.cached
+        return expansion
 
     def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
-        shown = [h.chunk_id for h in hits]
         named = next((s.subject for s in reversed(trace.steps) if s.node == "grade" and s.subject), None)
-        step = trace.add(Step(node="grade", query=question, shown_ids=shown))
+        step = trace.add(Step(node="grade", query=question))
+        hits = self._within_budget("grader", hits, step, self.grade_passage_chars)
+        shown = step.shown_ids = [h.chunk_id for h in hits]
         if not hits:
             step.verdict, step.reason = False, "retrieval returned nothing"
             return [], step.reason
@@ -139,8 +169,9 @@ class Sieve(dspy.Module):
         return step.rewrite
 
     def _answer(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None) -> dspy.Prediction:
-        shown = [h.chunk_id for h in hits]
-        step = trace.add(Step(node="answer", shown_ids=shown))
+        step = trace.add(Step(node="answer"))
+        hits = self._within_budget("answerer", hits, step, max_chars)
+        shown = step.shown_ids = [h.chunk_id for h in hits]
         context = format_context(hits, max_chars=max_chars)
         pred, stats = self._call("answerer", self.respond, shown, question=question, context=context)
         _record(step, stats)
@@ -156,13 +187,27 @@ class Sieve(dspy.Module):
         by_id = {h.chunk_id: h for h in hits}
         return dspy.Prediction(answer=answer, refused=False, citations=valid,
                                sources=[_source(by_id[c]) for c in valid], closest=[], trace=trace,
-                               invalid_citations=invalid)
+                               invalid_citations=invalid,
+                               uncited=[_source(h) for h in hits if h.chunk_id not in valid])
 
     def _refuse(self, hits: list[Any], trace: Trace, reason: str) -> dspy.Prediction:
         trace.add(Step(node="refuse", answer=REFUSAL, reason=reason, shown_ids=[h.chunk_id for h in hits]))
         trace.outcome = "refused"
         return dspy.Prediction(answer=REFUSAL, refused=True, citations=[], sources=[],
-                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[])
+                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[], uncited=[])
+
+    def _within_budget(self, role: str, hits: list[Any], step: Step, max_chars: int | None) -> list[Any]:
+        """``hits`` cut from the lowest-ranked to ``context_tokens`` tokens of ``role``'s model; the step says what
+        was cut, and whether the count was the model's own tokenizer or an estimate."""
+        if not self.context_tokens or len(hits) < 2:
+            return hits
+        count, exact = token_counter(self.lms.get(role) or dspy.settings.lm)
+        kept, cut = within_budget(hits, self.context_tokens, count, max_chars)
+        if cut:
+            how = "tokens" if exact else "tokens, estimated"
+            step.notes.append(f"token budget: left out {len(cut)} lowest-ranked passage(s) to keep the passages within "
+                              f"{self.context_tokens} {how}: {', '.join(h.chunk_id for h in cut)}")
+        return kept
 
     def _call(self, role: str, predictor: dspy.Module, ids: list[str], **inputs: Any) -> tuple[dspy.Prediction, CallStats]:
         with shown_ids(ids if self.id_choices else ()), program_demos(self):  # program_demos: demo_position="shared"
@@ -196,4 +241,5 @@ def prediction_to_dict(pred: dspy.Prediction) -> dict[str, Any]:
     """The full Prediction + Trace as plain JSON-ready data (``rag ask --json``, eval results)."""
     return {"answer": pred.answer, "refused": pred.refused, "citations": list(pred.citations),
             "invalid_citations": list(pred.invalid_citations), "sources": pred.sources,
-            "closest": pred.closest, "trace": pred.trace.to_dict()}
+            "closest": pred.closest, "uncited": list(getattr(pred, "uncited", None) or []),
+            "trace": pred.trace.to_dict()}

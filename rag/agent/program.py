@@ -39,6 +39,7 @@ class Program:
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
     """The agent for ``settings``: uncompiled, or with the artifact that fits (``settings.artifact`` names one)."""
     from rag.lm.configure import lms_for_roles, resolve_specs
+    from rag.retrieval.expansion import QueryExpander
     from rag.retrieval.retriever import Retriever
 
     retriever = retriever or Retriever.from_settings(settings)
@@ -47,7 +48,9 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
                   answer_context=settings.answer_context, id_choices=settings.id_choices,
-                  subject_shortcut=settings.subject_shortcut)
+                  subject_shortcut=settings.subject_shortcut,
+                  expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
+                  context_tokens=settings.context_tokens)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

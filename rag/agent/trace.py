@@ -44,6 +44,8 @@ class Step:
     subject: str | None = None  # grade: what the grader said the question asks about (checked against the passages)
     shown_ids: list[str] = field(default_factory=list)  # grade/answer: ids of the chunks put in the prompt
     rewrite: str | None = None  # rewrite: the new query
+    expansions: list[str] = field(default_factory=list)  # retrieve: rephrasings of the query also searched
+    hyde: str | None = None  # retrieve: the hypothetical passage searched by embedding (never shown to the answerer)
     answer: str | None = None  # answer/refuse: the text returned to the user
     latency_ms: float = 0.0
     tokens_in: int = 0
@@ -110,6 +112,9 @@ class Trace:
             if s.node == "retrieve":
                 ids = ", ".join(with_page(h["chunk_id"], pages) for h in s.hits)
                 lines.append(f"{head} query={s.query!r} -> {ids}{cost}")
+                lines.extend(f"   also searched: {q!r}" for q in s.expansions)
+                if s.hyde:
+                    lines.append(f"   hypothetical passage searched: {s.hyde[:160]!r}")
             elif s.node == "grade":
                 verdict = "RELEVANT" if s.verdict else "NOT RELEVANT"
                 lines.append(f"{head} {verdict} ids={s.chosen_ids} reason={s.reason!r}{cost}")

@@ -32,6 +32,7 @@ def ask(
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Run the uncompiled signatures."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, e.g. --set grader_model=groq/openai/gpt-oss-20b."),
+    where: Optional[list[str]] = typer.Option(None, "--where", help="Search only passages whose metadata matches, e.g. --where category=travel (repeat, or comma-separate values)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which prompts and models run, and why compiled artifacts were used or skipped."),
 ) -> None:
     """Answer a question from the indexed documents, with numbered sources, or refuse.
@@ -47,6 +48,8 @@ def ask(
         rag ask "What is a lambda?" --no-reflection --mode bm25
 
         rag ask "What is a lambda?" --verbose   # which artifact ran, or why none did
+
+        rag ask "What is the hotel limit in Boston?" --where category=travel
     """
     clean_warnings()
     at_least(1, k=k)
@@ -59,6 +62,10 @@ def ask(
     from rag.ingest.chunking import page_label
 
     agent = open_agent(settings, use_artifact=not no_artifact, retriever=retriever_load.result)  # waited for after DSPy loads
+    if where:
+        from rag.retrieval.filters import parse_where
+
+        agent.retriever.where = parse_where(where)
     if verbose:
         for message in agent.program.messages:
             err(message)
@@ -68,11 +75,11 @@ def ask(
     if trace:
         err(pred.trace.render())
     if json_out:
-        import json
+        from rag.cli.common import dump_json
 
         data = answer.to_dict()
         data["artifact"] = agent.program.artifact.name if agent.program.artifact else None
-        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        typer.echo(dump_json(data, indent=2, ensure_ascii=False))
         return
     typer.echo(pred.answer)
     listed = pred.sources if not pred.refused else pred.closest
@@ -81,3 +88,9 @@ def ask(
         for i, src in enumerate(listed, 1):
             where = ", ".join(x for x in (src["title"] or src["chunk_id"], page_label(src)) if x)
             typer.echo(f"  [{i}] {where} ({src['chunk_id']})")
+    uncited = getattr(pred, "uncited", None) or []
+    if uncited:
+        typer.echo("\nAlso read, not cited:")
+        for src in uncited:
+            where = ", ".join(x for x in (src["title"] or src["chunk_id"], page_label(src)) if x)
+            typer.echo(f"  - {where} ({src['chunk_id']})")

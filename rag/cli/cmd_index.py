@@ -16,6 +16,7 @@ from rag.cli.common import (
     err,
     on_interrupt,
     quiet_loading,
+    settings_from,
     shown,
 )
 from rag.config import load_settings
@@ -88,29 +89,56 @@ def search_cmd(
     k: Optional[int] = typer.Option(None, "--k", "-k", help="How many chunks (default: 4)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (default: $SIEVE_HOME/index)."),
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON (with per-stage ranks and scores)."),
+    where: Optional[list[str]] = typer.Option(None, "--where", help="Search only passages whose metadata matches, e.g. --where category=travel (repeat, or comma-separate values)."),
+    explain: bool = typer.Option(False, "--explain", help="Also say what each stage did: rephrasings searched, which list found each hit, filters and versions dropped."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, e.g. --set expand_queries=3 --set hyde=true."),
 ) -> None:
-    """Show the chunks retrieval returns for a question (no language model involved).
+    """Show the chunks retrieval returns for a question (no language model, unless a query stage is on).
 
     Examples:
       rag search "how does the with statement work?"
       rag search "walrus operator" --mode bm25 --k 8
       rag search "exception groups" --json | jq '.[0].stages'
+      rag search "hotel limit in Boston" --where category=travel --set latest_only=true
+      rag search "reassign a variable of the enclosing function" --set expand_queries=3 --explain
     """
     clean_warnings()
     from rag.ingest.chunking import page_label
+    from rag.retrieval.filters import parse_where
     from rag.retrieval.retriever import Retriever
 
     at_least(1, k=k)
-    settings = load_settings({"index_dir": index_dir, "mode": mode, "top_k": k})
-    retriever = Retriever.from_settings(settings)
-    hits = retriever.search(query)
+    settings = settings_from(sets, index_dir=index_dir, mode=mode, top_k=k)
+    retriever = Retriever.from_settings(settings, where=parse_where(where))
+    if settings.expand_queries or settings.hyde:  # the query stages need a model: the rewriter's
+        from rag.lm.configure import configure_dspy, lms_for_roles
+        from rag.retrieval.expansion import QueryExpander
+
+        configure_dspy(settings)
+        retriever.expander = QueryExpander(settings.expand_queries, settings.hyde, lm=lms_for_roles(settings)["rewriter"])
+    found = retriever.retrieve(query)
+    hits = found.hits
     if as_json:
-        typer.echo(dump_json([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        payload = [h.to_dict() for h in hits]
+        if explain:
+            exp = found.expansion
+            payload = {"hits": payload, "notes": found.notes, "expansions": exp.queries if exp else [],
+                       "hyde": exp.passage if exp else None}
+        typer.echo(dump_json(payload, indent=2, ensure_ascii=False))
         return
+    if explain:
+        for i, q in enumerate(found.expansion.queries if found.expansion else [], 1):
+            typer.echo(f"also searched (q{i}): {shown(q)}")
+        if found.expansion and found.expansion.passage:
+            typer.echo(f"hypothetical passage searched (hyde): {shown(found.expansion.passage)}")
+        for note in found.notes:
+            typer.echo(f"note: {shown(note)}")
     if not hits:
         typer.echo("No matching chunks.")
     for h in hits:
         stages = ", ".join(f"{name} #{st['rank']}" for name, st in h.stages.items() if st["rank"] is not None)
+        if explain and h.stages["expand"].get("found_by"):
+            stages += "; found by " + " ".join(h.stages["expand"]["found_by"])
         typer.echo(f"[{h.rank}] {shown(h.chunk_id)}  score={h.score:.4f}  ({stages})")  # an id or title may hold \n
         where = ", ".join(shown(x) for x in (h.title, page_label(h.meta)) if x)
         if where:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 FIELD_MARKER = re.compile(r"\[\[ ## [^\]#]+ ## \]\]")
 MESSAGE_OVERHEAD = 8  # chat-template tokens per message (role markers, separators)
 MIN_DEMO_FIELD = 200  # a demo's longest field is cut to no less than this many characters
+CHARS_PER_TOKEN = 3.0  # an estimate on the safe side where the model's own tokenizer is not at hand (hosted)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ class Fit:
             return None
         where = f"field '{self.field}'" if self.field else "the longest message"
         return f"context window: cut {self.dropped_tokens} tokens from the end of {where} (lowest-ranked text first)"
+
+
+def token_counter(lm: object) -> tuple[Callable[[str], int], bool]:
+    """A function counting ``lm``'s tokens in a text, and whether it is exact: the embedded model's own tokenizer
+    (``count_tokens`` of its engine), else an estimate of ``CHARS_PER_TOKEN`` characters a token."""
+    count = getattr(getattr(lm, "_engine_spec", None), "count_tokens", None)
+    if callable(count):
+        return count, True
+    return (lambda text: -(-len(text) // int(CHARS_PER_TOKEN))), False
 
 
 def count_prompt(messages: list[dict[str, str]], count: Callable[[str], int]) -> int:

@@ -61,6 +61,9 @@ def render_trace(record: Mapping[str, Any], *, max_answer_chars: int = 600) -> s
         node = st["node"]
         if node == "retrieve":
             lines.append(f"{i}. retrieve  query={st.get('query')!r} {cost}")
+            lines.extend(f"     also searched: {q!r}" for q in st.get("expansions") or [])
+            if st.get("hyde"):
+                lines.append(f"     hypothetical passage searched: {_short(st['hyde'], max_answer_chars)!r}")
             for h in st.get("hits") or []:
                 mark = "*" if h["chunk_id"] in gold else " "
                 score = h.get("score")

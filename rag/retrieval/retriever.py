@@ -36,15 +36,19 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag.config import MODES, Settings
 from rag.errors import ConfigError, InputError
 from rag.index.store import Index
+from rag.retrieval import filters
 
-STAGES = ("bm25", "dense", "rrf", "rerank")
+if TYPE_CHECKING:  # the query stages import DSPy; a search without them (rag search) never does
+    from rag.retrieval.expansion import Expansion
+
+STAGES = ("bm25", "dense", "rrf", "expand", "rerank")
 MAX_QUERY_CHARS = 2000  # longer queries are cut (at a word boundary) before retrieval, with a warning
 DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 1.0}
 RERANK_DEPTH = 20  # fused candidates a cross-encoder re-scores
@@ -68,6 +72,19 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Retrieval:
+    """The hits of one search and what its stages said (a filter's reach, a stage that was skipped)."""
+
+    hits: list[Hit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    expansion: Expansion | None = None  # the rephrasings and hypothetical passage searched with the query
+
+
+def _rows(ranked: list[tuple[int, float]]) -> list[int]:
+    return [row for row, _ in ranked]
 
 
 def _empty_stages() -> dict[str, dict[str, Any]]:
@@ -94,7 +111,8 @@ class Retriever:
 
     def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 60,
                  reranker: Any = None, weights: dict[str, float] | None = None, rerank_depth: int = RERANK_DEPTH,
-                 max_query_chars: int = MAX_QUERY_CHARS, dedupe: bool = True) -> None:
+                 max_query_chars: int = MAX_QUERY_CHARS, dedupe: bool = True, expansion_weight: float = 1.0,
+                 latest_only: bool = False, where: dict[str, list[str]] | None = None, expander: Any = None) -> None:
         self.index = index
         self.mode = _check_mode(mode)
         for name, value in (("top_k", top_k), ("candidates", candidates), ("rrf_k", rrf_k), ("rerank_depth", rerank_depth),
@@ -108,6 +126,11 @@ class Retriever:
         self.rerank_depth = rerank_depth
         self.max_query_chars = max_query_chars
         self.dedupe = dedupe
+        self.expansion_weight = float(expansion_weight)  # RRF weight of each expansion list (the query's own weigh 1)
+        self.expander = expander  # a QueryExpander run on each search that brings no expansion of its own
+        self.where = dict(where or {})  # filters every search applies unless it names its own (--where)
+        self.latest_only = latest_only  # drop chunks of superseded document versions (rag.retrieval.filters)
+        self._newest_versions: dict[str, tuple] | None = None
         self._words: dict[int, str | None] = {}  # row -> its words (dedupe), computed once per chunk
         self._reranker_spec = reranker
         self._reranker: Any = None if isinstance(reranker, str) or reranker is None else reranker
@@ -118,7 +141,8 @@ class Retriever:
         settings = settings or Settings()
         index = Index.load(settings.index_dir, settings)
         kwargs = dict(mode=settings.mode, top_k=settings.top_k, candidates=settings.candidates, rrf_k=settings.rrf_k,
-                      reranker=settings.reranker, dedupe=settings.dedupe)
+                      reranker=settings.reranker, dedupe=settings.dedupe, expansion_weight=settings.expansion_weight,
+                      latest_only=settings.latest_only)
         kwargs.update(overrides)
         return cls(index, **kwargs)
 
@@ -148,9 +172,11 @@ class Retriever:
             raise InputError(f"query must be a string, got {type(query).__name__}")
         try:
             query.encode("utf-8")
-        except UnicodeEncodeError as exc:  # argv bytes that were not UTF-8 arrive as lone surrogates
-            raise InputError(f"the query is not valid UTF-8 text (bad byte at character {exc.start + 1}: "
-                             f"{query[exc.start].encode('utf-8', 'surrogateescape')!r}); set your "
+        except UnicodeEncodeError as exc:  # argv bytes that were not UTF-8 arrive as lone surrogates U+DC80-U+DCFF;
+            bad = query[exc.start]  # any other lone surrogate (a JSON "\ud800" escape) stands for no byte
+            what = (f"bad byte at character {exc.start + 1}: {bad.encode('utf-8', 'surrogateescape')!r}"
+                    if "\udc80" <= bad <= "\udcff" else f"lone surrogate U+{ord(bad):04X} at character {exc.start + 1}")
+            raise InputError(f"the query is not valid UTF-8 text ({what}); set your "
                              "terminal or script to UTF-8, or retype the query") from None
         text = " ".join(query.split())
         if not text:
@@ -163,14 +189,40 @@ class Retriever:
             text = text[:cut]
         return text
 
-    def search(self, query: str, k: int | None = None, mode: str | None = None) -> list[Hit]:
-        """The top ``k`` (default ``top_k``) chunks for ``query`` in ``mode`` (default ``self.mode``)."""
+    def search(self, query: str, k: int | None = None, mode: str | None = None, **stages: Any) -> list[Hit]:
+        """The top ``k`` (default ``top_k``) chunks for ``query`` in ``mode`` (default ``self.mode``); ``stages`` as
+        for :meth:`retrieve`."""
+        return self.retrieve(query, k, mode, **stages).hits
+
+    def retrieve(self, query: str, k: int | None = None, mode: str | None = None, *,
+                 expansion: Expansion | None = None, where: dict[str, list[str]] | None = None) -> Retrieval:
+        """The top ``k`` chunks for ``query``, with what each stage did.
+
+        Args:
+            query: the search text.
+            k: how many hits (default ``top_k``).
+            mode: ``bm25``, ``dense`` or ``hybrid`` (default ``self.mode``).
+            expansion: rephrasings and a hypothetical passage (:class:`~rag.retrieval.expansion.QueryExpander`);
+                each rephrasing is searched like the query, the passage by embedding, and every list is fused
+                with the query's by RRF (each expansion list weighs ``expansion_weight``).
+            where: metadata filters, field -> accepted values (:mod:`rag.retrieval.filters`); only matching
+                chunks are searched.
+        """
         mode = _check_mode(mode or self.mode)
         k = self.top_k if k is None else k
         if not isinstance(k, int) or k < 1:
             raise ConfigError(f"k must be an integer >= 1, got {k!r}")
         text = self.prepare_query(query)
         depth = max(self.candidates, k)
+        out = Retrieval()
+        if expansion is None and self.expander is not None and self.expander.active:
+            expansion = self.expander(text)
+            out.notes.extend(expansion.notes)
+        out.expansion = expansion
+        where = self.where if where is None else where
+        allowed = filters.allowed_rows(self.index, where) if where else None
+        if allowed is not None:
+            out.notes.append(f"filter {filters.describe(where)}: {len(allowed)} of {len(self.index)} passages searched")
         stages: dict[int, dict[str, dict[str, Any]]] = {}
 
         def note(stage: str, ranked: list[tuple[int, float]]) -> list[int]:
@@ -178,24 +230,72 @@ class Retriever:
                 stages.setdefault(row, _empty_stages())[stage] = {"rank": rank, "score": round(float(score), 6)}
             return [row for row, _ in ranked]
 
-        lists: dict[str, list[int]] = {}
+        texts = {"": text}
+        if expansion is not None:
+            texts.update({f":q{i}": q for i, q in enumerate(expansion.queries, 1)})
+        lists: dict[str, list[tuple[int, float]]] = {}
         if mode in ("bm25", "hybrid"):
-            lists["bm25"] = note("bm25", self.index.bm25_search(self.index.bm25_query(text), depth))
+            for tag, q in texts.items():
+                lists["bm25" + tag] = self._lexical(q, depth, allowed)
         if mode in ("dense", "hybrid"):
-            vector = self.index.embed_query(text)
-            lists["dense"] = note("dense", self.index.dense_search(vector, depth))
+            dense_texts = dict(texts)
+            if expansion is not None and expansion.passage:
+                dense_texts[":hyde"] = expansion.passage
+            vectors = self._embed(list(dense_texts.values()))
+            for (tag, _), vector in zip(dense_texts.items(), vectors):
+                lists["dense" + tag] = self._dense(vector, depth, allowed)
+        elif expansion is not None and expansion.passage:
+            out.notes.append("hyde: the hypothetical passage is searched by embedding; bm25 mode has none")
+        own = {name: lists[name] for name in ("bm25", "dense") if name in lists}
+        for name, ranked in own.items():
+            note(name, ranked)
         if mode == "hybrid":
-            fused = rrf_fuse(lists, self.rrf_k, self.weights)[:depth]
-            final = note("rrf", fused)
-            final_stage = "rrf"
+            final, final_stage = note("rrf", rrf_fuse({n: _rows(r) for n, r in own.items()}, self.rrf_k, self.weights)[:depth]), "rrf"
         else:
-            final, final_stage = lists[mode], mode
+            final, final_stage = _rows(lists[mode]), mode
+        extra = {name: ranked for name, ranked in lists.items() if name not in own}
+        if extra:
+            weights = {**self.weights, **{name: self.expansion_weight for name in extra}}
+            fused = rrf_fuse({n: _rows(r) for n, r in lists.items()}, self.rrf_k, weights)[:depth]
+            final, final_stage = note("expand", fused), "expand"
+            found: dict[int, list[str]] = {}
+            for name, ranked in lists.items():
+                for row in _rows(ranked):
+                    found.setdefault(row, []).append(name)
+            for row in final:
+                stages[row]["expand"]["found_by"] = found.get(row, [])
+        if self.latest_only and final:
+            final, dropped = filters.latest_versions(final, self.index, self._newest())
+            out.notes.extend(dropped)
         if self.reranker is not None and final:
             pool = final[: max(self.rerank_depth, k)]
             scores = np.asarray(self.reranker.predict([(text, self.index.chunks[row].text) for row in pool]), dtype=np.float64)
             order = np.argsort(-scores, kind="stable")
             final = note("rerank", [(pool[i], float(scores[i])) for i in order])
             final_stage = "rerank"
+        out.hits = self._distinct(final, stages, final_stage, k)
+        return out
+
+    def _newest(self) -> dict[str, tuple]:
+        if self._newest_versions is None:
+            self._newest_versions = filters.newest_versions(self.index)
+        return self._newest_versions
+
+    def _lexical(self, text: str, depth: int, allowed: set[int] | None) -> list[tuple[int, float]]:
+        ranked = self.index.bm25_search(self.index.bm25_query(text), len(self.index) if allowed is not None else depth)
+        return ranked if allowed is None else [(r, s) for r, s in ranked if r in allowed][:depth]
+
+    def _dense(self, vector: np.ndarray, depth: int, allowed: set[int] | None) -> list[tuple[int, float]]:
+        ranked = self.index.dense_search(vector, len(self.index) if allowed is not None else depth)
+        return ranked if allowed is None else [(r, s) for r, s in ranked if r in allowed][:depth]
+
+    def _embed(self, texts: list[str]) -> list[np.ndarray]:
+        if len(texts) == 1:
+            return [self.index.embed_query(texts[0])]
+        return list(np.asarray(self.index.query_encoder.encode(texts), dtype=np.float32))
+
+    def _distinct(self, final: list[int], stages: dict[int, dict[str, dict[str, Any]]], final_stage: str, k: int) -> list[Hit]:
+        """The first ``k`` hits of ``final``, a passage with the same words as a kept one folded into it (``dedupe``)."""
         hits: list[Hit] = []
         kept: dict[str, Hit] = {}  # a text's words -> the hit that brings them
         for row in final:

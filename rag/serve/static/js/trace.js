@@ -45,20 +45,37 @@ function rank(hit, stage) {
   return st.rank === null || st.rank === undefined ? "—" : `#${st.rank}`;
 }
 
+// Which of the query stages' lists (rephrasing n, the hypothetical passage) found a hit: "q1 q2 hyde".
+function foundBy(hit) {
+  const lists = ((hit.stages || {}).expand || {}).found_by || [];
+  const extra = [...new Set(lists.filter((n) => n.includes(":")).map((n) => n.split(":")[1]))];
+  return extra.length ? extra.join(" ") : "—";
+}
+
 function hitsTable(hits, ctx) {
   if (!hits || !hits.length) return el("p", { class: "muted" }, "no passages found");
+  const expanded = hits.some((h) => ((h.stages || {}).expand || {}).rank);
+  const head = ["#", "passage", "title", "bm25", "dense", "fused", ...(expanded ? ["with expansions", "found by"] : []), "score"];
   return el("table", { class: "hits" },
-    el("thead", {}, el("tr", {}, ["#", "passage", "title", "bm25", "dense", "fused", "score"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
     el("tbody", {}, hits.map((h) => el("tr", {},
       el("td", {}, String(h.rank)), el("td", {}, chunkLink(h.chunk_id, ctx)), el("td", { class: "title" }, h.title || ""),
       el("td", {}, rank(h, "bm25")), el("td", {}, rank(h, "dense")), el("td", {}, rank(h, "rrf")),
+      ...(expanded ? [el("td", {}, rank(h, "expand")), el("td", {}, foundBy(h))] : []),
       el("td", {}, typeof h.score === "number" ? h.score.toFixed(4) : "—")))));
+}
+
+function expansions(s) {
+  const out = (s.expansions || []).map((q, i) => el("div", { class: "query" }, `also searched (q${i + 1}): `, el("q", {}, q)));
+  if (s.hyde) out.push(el("div", { class: "query" }, "hypothetical passage searched (hyde, never shown to the answerer): ",
+                          el("q", {}, s.hyde)));
+  return out;
 }
 
 function body(s, ctx) {
   switch (s.node) {
     case "retrieve":
-      return [el("div", { class: "query" }, "query: ", el("q", {}, s.query || "")), hitsTable(s.hits, ctx)];
+      return [el("div", { class: "query" }, "query: ", el("q", {}, s.query || "")), ...expansions(s), hitsTable(s.hits, ctx)];
     case "grade":
       return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "RELEVANT" : "NOT RELEVANT")),
               el("div", { class: "reason" }, "reason: ", s.reason || ""),
@@ -66,7 +83,8 @@ function body(s, ctx) {
     case "rewrite":
       return [el("div", { class: "query" }, el("q", {}, s.query || ""), " → ", el("q", { class: "new-query" }, s.rewrite || ""))];
     case "answer":
-      return [answerText(s.answer, s.chosen_ids, ctx), el("div", {}, "cited: ", ids(s.chosen_ids, ctx))];
+      return [answerText(s.answer, s.chosen_ids, ctx), el("div", {}, "cited: ", ids(s.chosen_ids, ctx)),
+              el("div", {}, "read, not cited: ", ids((s.shown_ids || []).filter((id) => !(s.chosen_ids || []).includes(id)), ctx))];
     case "refuse":
       return [el("p", { class: "answer-text" }, s.answer || ""), el("div", { class: "reason" }, "reason: ", s.reason || ""),
               el("div", {}, "closest passages (judged not relevant): ", ids(s.shown_ids, ctx))];

@@ -1,0 +1,267 @@
+"""Query stages, each alone and together, on three corpora: what each adds to the first retrieval, and what it costs.
+
+    python benchmarks/retrieval_stages.py --out benchmarks/results/retrieval_stages.md
+    python benchmarks/retrieval_stages.py --only polygraph --stages expand,hyde --n-queries 3
+
+Per corpus, one table: the plain hybrid retrieval, then ``expand`` (``--n-queries`` rephrasings by the Expander
+signature), ``hyde`` (a hypothetical passage searched by embedding), and both, on the embedded model by default
+(``--model``). Every figure has its 95% interval and n; each stage is compared with plain hybrid on the same items
+(paired: sign-flip p for means, McNemar for shares). LM calls, seconds and tokens per question are measured; the
+Groq cost is estimated from those tokens at ``rag.usage.pricing``'s price of the production rewriter model.
+
+* **polygraph** (``../shared/benchmarks/polygraph``): the dev half's 25 items with gold; Recall@4, MRR@4, Recall@8.
+* **aegis**: the 13 hard and held-out questions with needles (needles found@8, questions with every needle@8), and
+  the 27 single-fact questions (their source document among the top 8).
+* **builtin**: the golden set's ``--splits`` (default train,dev: test is for reporting, ``--splits test`` once).
+
+The LM's outputs go to the DSPy cache (``SIEVE_HOME``), so a rerun costs nothing and an interrupted run resumes;
+cached calls are counted apart and their seconds are not the model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.retrieval import NEEDLE_SWAP, aegis_items  # noqa: E402
+from benchmarks.tables import emit  # noqa: E402
+from rag.config import Settings, load_settings  # noqa: E402
+from rag.eval.golden import GoldenItem, gold_chunk_ids, load_golden  # noqa: E402
+from rag.eval.metrics import mrr_at_k, needle_recall, recall_at_k, with_duplicates  # noqa: E402
+from rag.paths import golden_path  # noqa: E402
+from rag.retrieval.expansion import Expansion, QueryExpander  # noqa: E402
+from rag.retrieval.retriever import Retriever  # noqa: E402
+from rag.stats.intervals import compare_paired, mean_interval, wilson  # noqa: E402
+
+VARIANTS = {"hybrid": (), "expand": ("expand",), "hyde": ("hyde",), "expand+hyde": ("expand", "hyde")}
+
+
+@dataclass
+class Corpus:
+    name: str
+    retriever: Retriever
+    items: list[GoldenItem]
+    metrics: dict[str, Callable[[GoldenItem, list[Any]], float | None]]
+    shares: set[str] = field(default_factory=set)  # metrics that are 0/1 per item (Wilson, McNemar)
+    note: str = ""
+
+
+def _ids(hits: list[Any]) -> list[str]:
+    return [h.chunk_id for h in hits]
+
+
+def _gold_metrics(chunks: list[Any]) -> dict[str, Callable]:
+    def gold(item, hits):
+        return with_duplicates(gold_chunk_ids(item, chunks), hits)
+
+    return {
+        "Recall@4": lambda i, h: recall_at_k(_ids(h), gold(i, h), 4) if gold(i, h) else None,
+        "MRR@4": lambda i, h: mrr_at_k(_ids(h), gold(i, h), 4) if gold(i, h) else None,
+        "Recall@8": lambda i, h: recall_at_k(_ids(h), gold(i, h), 8) if gold(i, h) else None,
+    }
+
+
+def polygraph(shared: Path, work: Path, settings: Settings) -> Corpus:
+    from rag.index.store import build_index
+    from rag.ingest.chunking import load_chunks_jsonl
+
+    data = shared / "polygraph"
+    s = settings.replace(index_dir=work / "polygraph")
+    index = _index_once(s, lambda: build_index(load_chunks_jsonl(data / "chunks.jsonl"), s.index_dir, s, show_progress=False,
+                                               source=f"jsonl:{data / 'chunks.jsonl'}"))
+    items = [i for i in load_golden(data / "golden_dev.jsonl") if i.relevant_chunk_ids]
+    return Corpus("polygraph dev half (items with gold)", Retriever(index, top_k=8), items, _gold_metrics(index.chunks))
+
+
+def aegis(shared: Path, work: Path, settings: Settings) -> list[Corpus]:
+    from rag.index.store import build_index
+    from rag.ingest.chunking import chunk_documents
+    from rag.ingest.corpus import load_folder
+
+    s = settings.replace(index_dir=work / "aegis")
+
+    def build():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            docs = load_folder(shared / "aegis" / "docs", show_progress=False)
+        return build_index(chunk_documents(docs, s.chunk_size, s.chunk_overlap), s.index_dir, s, show_progress=False,
+                           source=f"folder:{shared / 'aegis' / 'docs'}")
+
+    index = _index_once(s, build)
+    retriever = Retriever(index, top_k=8)
+    needles = Corpus("aegis hard + held-out (questions with needles)", retriever, aegis_items(shared), {
+        "needles@8": lambda i, h: needle_recall([x.text for x in h], i.evidence, 8),
+        "all needles@8": lambda i, h: float(needle_recall([x.text for x in h], i.evidence, 8) == 1.0),
+    }, shares={"all needles@8"}, note=f"needle swap as the original measured it: {NEEDLE_SWAP}")
+    facts = []
+    for rec in json.loads((shared / "aegis" / "questions" / "ground_truth.json").read_text(encoding="utf-8")):
+        facts.append(GoldenItem(f"gt{len(facts)}", "answerable", rec["question"], rec["ground_truth"], False, [], [],
+                                None, {"source_doc": rec["source_doc"]}))
+    single = Corpus("aegis single-fact questions", retriever, facts, {
+        "source doc@4": lambda i, h: float(any(x.source.endswith(i.meta["source_doc"]) for x in h[:4])),
+        "source doc@8": lambda i, h: float(any(x.source.endswith(i.meta["source_doc"]) for x in h[:8])),
+    }, shares={"source doc@4", "source doc@8"})
+    return [needles, single]
+
+
+def builtin(work: Path, settings: Settings, splits: list[str]) -> Corpus:
+    from rag.index.store import build_index
+    from rag.ingest.chunking import chunk_documents
+    from rag.ingest.corpus import load_builtin_topics
+
+    s = settings.replace(index_dir=work / "builtin")
+    index = _index_once(s, lambda: build_index(chunk_documents(load_builtin_topics(), s.chunk_size, s.chunk_overlap),
+                                               s.index_dir, s, show_progress=False))
+    items = [i for i in load_golden(golden_path()) if i.split in splits and gold_chunk_ids(i, index.chunks)]
+    return Corpus(f"built-in golden set, {'+'.join(splits)} (items with gold)", Retriever(index, top_k=8), items,
+                  _gold_metrics(index.chunks))
+
+
+def _index_once(settings: Settings, build: Callable[[], Any]) -> Any:
+    from rag.index.store import Index
+
+    try:
+        return Index.load(settings.index_dir, settings)
+    except Exception:  # noqa: BLE001 - not built yet (or stale): build it
+        return build()
+
+
+@dataclass
+class Cost:
+    calls: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+def expansions(corpus: Corpus, expander: QueryExpander, stages: set[str], progress: bool) -> tuple[dict, dict]:
+    """question -> Expansion with every requested stage, and stage -> Cost (the model's own seconds)."""
+    out, cost = {}, {s: Cost() for s in ("expand", "hyde")}
+    for n, item in enumerate(corpus.items, 1):
+        exp = QueryExpander(expander.n_queries if "expand" in stages else 0, "hyde" in stages, lm=expander.lm)(item.question)
+        out[item.id] = exp
+        for stage, stats in exp.calls.items():
+            c = cost[stage]
+            c.calls += 1
+            c.cached += int(stats.cached)
+            c.seconds += 0 if stats.cached else stats.latency_ms / 1000
+            c.tokens_in, c.tokens_out = c.tokens_in + stats.tokens_in, c.tokens_out + stats.tokens_out
+        if progress:
+            print(f"\r{corpus.name}: expanding {n}/{len(corpus.items)}", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+    return out, cost
+
+
+def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost], variants: list[str],
+          price: Callable[[int, int], float]) -> list[str]:
+    scores: dict[str, dict[str, list[float]]] = {}
+    for variant in variants:
+        wanted = VARIANTS[variant]
+        per = {m: [] for m in corpus.metrics}
+        for item in corpus.items:
+            full = expanded.get(item.id) or Expansion()
+            exp = Expansion(queries=full.queries if "expand" in wanted else [],
+                            passage=full.passage if "hyde" in wanted else None)
+            hits = corpus.retriever.retrieve(item.question, k=8, expansion=exp).hits
+            for m, fn in corpus.metrics.items():
+                v = fn(item, hits)
+                per[m].append(float("nan") if v is None else v)
+        scores[variant] = per
+    n = len(corpus.items)
+    head = ["| configuration | " + " | ".join(corpus.metrics) + " | LM calls / q | model s / q | tokens / q | Groq $ / 1k q |",
+            "| --- |" + " --- |" * (len(corpus.metrics) + 4)]
+    rows = []
+    for variant in variants:
+        cells = []
+        for m in corpus.metrics:
+            values = [v for v in scores[variant][m] if v == v]
+            mean = sum(values) / len(values) if values else float("nan")
+            lo_hi = wilson(int(sum(values)), len(values)) if m in corpus.shares else mean_interval(values)
+            cell = f"{mean:.3f} [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]" if lo_hi else f"{mean:.3f}"
+            if variant != "hybrid":
+                pairs = [(a, b) for a, b in zip(scores["hybrid"][m], scores[variant][m]) if a == a and b == b]
+                cmp = compare_paired([a for a, _ in pairs], [b for _, b in pairs], "hybrid", variant)
+                cell += f" ({cmp.diff:+.3f}, p={cmp.p:.2f})"
+            cells.append(cell)
+        stages = [s for s in VARIANTS[variant]]
+        calls = sum(cost[s].calls for s in stages) / n
+        secs = sum(cost[s].seconds for s in stages) / max(1, n - min((cost[s].cached for s in stages), default=0))
+        tin = sum(cost[s].tokens_in for s in stages) / n
+        tout = sum(cost[s].tokens_out for s in stages) / n
+        rows.append(f"| {variant} | " + " | ".join(cells) + f" | {calls:.0f} | {secs:.1f} | {tin:.0f}+{tout:.0f} | "
+                    f"{1000 * price(int(tin), int(tout)):.3f} |")
+    used = len([i for i in corpus.items])
+    notes = [f"n = {used} questions; intervals: bootstrap of the mean (Wilson for shares); in brackets after a stage: "
+             "its paired difference from hybrid and p."]
+    if corpus.note:
+        notes.append(corpus.note)
+    return [f"## {corpus.name}", "", *notes, "", *head, *rows, ""]
+
+
+def groq_price(settings: Settings) -> Callable[[int, int], float]:
+    from rag.lm.configure import GROQ_DEFAULTS
+    from rag.usage.pricing import cost_usd
+
+    model = GROQ_DEFAULTS["rewriter"]
+    return lambda tin, tout: cost_usd(model, tin, tout) or 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "benchmarks")
+    parser.add_argument("--work", type=Path, default=None, help="index folder (default: SIEVE_HOME/bench-stages)")
+    parser.add_argument("--only", default="polygraph,aegis,builtin",
+                        help="comma-separated: polygraph, aegis (needles), aegis-facts (single-fact questions), builtin")
+    parser.add_argument("--splits", default="train,dev", help="built-in golden splits (test: reporting only)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"of {', '.join(VARIANTS)}")
+    parser.add_argument("--n-queries", type=int, default=3)
+    parser.add_argument("--model", default=None, help="model spec for the stages (default: the rewriter's)")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("-q", "--quiet", action="store_true")
+    args = parser.parse_args(argv)
+
+    from rag.lm.configure import configure_dspy, lms_for_roles
+    from rag.paths import sieve_home
+
+    settings = load_settings({"rewriter_model": args.model} if args.model else {})
+    configure_dspy(settings)
+    lm = lms_for_roles(settings)["rewriter"]
+    work = args.work or sieve_home() / "bench-stages"
+    variants = [v for v in args.variants.split(",") if v]
+    stages = {s for v in variants for s in VARIANTS[v]}
+    corpora: list[Corpus] = []
+    only = set(args.only.split(","))
+    if "polygraph" in only:
+        corpora.append(polygraph(args.shared, work, settings))
+    if only & {"aegis", "aegis-facts"}:
+        needles, facts = aegis(args.shared, work, settings)
+        corpora += [c for name, c in (("aegis", needles), ("aegis-facts", facts)) if name in only]
+    if "builtin" in only:
+        corpora.append(builtin(work, settings, args.splits.split(",")))
+    started = time.time()
+    lines = ["# Query stages on the first retrieval", "",
+             f"Generated by `python benchmarks/retrieval_stages.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "
+             f"stages on {getattr(lm, 'model', lm)}, {args.n_queries} rephrasings; RRF k={settings.rrf_k}, "
+             f"{settings.candidates} candidates per list, expansion lists weigh {settings.expansion_weight}.", ""]
+    price = groq_price(settings)
+    for corpus in corpora:
+        expanded, cost = expansions(corpus, QueryExpander(args.n_queries, True, lm=lm), stages, not args.quiet)
+        lines += table(corpus, expanded, cost, variants, price)
+    lines.append(f"Wall time {time.time() - started:.0f} s.")
+    emit(lines, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
