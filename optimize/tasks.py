@@ -157,6 +157,14 @@ class _Memo:
             self._seen[query, k] = self._retriever.search(query, k=k)
         return self._seen[query, k]
 
+    def retrieve(self, query: str, k: int | None = None, expansion: Any = None, **filters: Any) -> Any:
+        """As :meth:`Retriever.retrieve`; memoised only without query stages (their lists depend on the LM)."""
+        if expansion is None and not filters:
+            from rag.retrieval.retriever import Retrieval
+
+            return Retrieval(hits=self.search(query, k=k))
+        return self._retriever.retrieve(query, k=k, expansion=expansion, **filters)
+
     def __deepcopy__(self, memo: dict) -> _Memo:
         return self
 

@@ -102,7 +102,7 @@ class Sieve(dspy.Module):
         return found.hits
 
     def _expand(self, query: str, step: Step) -> Expansion | None:
-        """The query stages' rephrasings and hypothetical passage for ``query`` (None when they are off); their LM
+        """The query stages' rephrasings and hypothetical passage for this search text (None when they are off); their LM
         calls are counted in the retrieve step's tokens and cost."""
         if self.expander is None:
             return None
