@@ -78,3 +78,12 @@ def tiny_retriever(tiny_index):
     from rag.retrieval.retriever import Retriever
 
     return Retriever(tiny_index, mode="hybrid", top_k=3)
+
+
+@pytest.fixture()
+def user(tmp_path, monkeypatch):
+    """A failure-catalogue case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
+    u = tmp_path / "u"
+    u.mkdir()
+    monkeypatch.chdir(u)
+    return u

@@ -27,15 +27,6 @@ from tests.retrieval_support import small_index
 from tests.test_failure_interrupts import eval_args, scripted_lms
 
 
-@pytest.fixture()
-def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
-    u = tmp_path / "u"
-    u.mkdir()
-    monkeypatch.chdir(u)
-    return u
-
-
 def result_ids(run: Path) -> list[str]:
     return [json.loads(line)["id"] for line in (run / "results.jsonl").read_text(encoding="utf-8").splitlines()]
 

@@ -177,15 +177,6 @@ def test_a_loaded_index_is_deep_copied_and_read_by_threads_at_once():
     assert all(p.ntotal == len(index) for p in parts[2::4] + parts[3::4])
 
 # ---------------------------------------------------------------- the CLI cases
-@pytest.fixture()
-def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
-    u = tmp_path / "u"
-    u.mkdir()
-    monkeypatch.chdir(u)
-    return u
-
-
 def test_a_symlinked_index_dir_is_rebuilt_where_it_points(user: Path):
     docs_folder(user)
     target = index_copy(user, "real-idx")

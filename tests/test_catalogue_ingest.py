@@ -157,15 +157,6 @@ CASES = [
 ]
 
 
-@pytest.fixture()
-def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
-    u = tmp_path / "u"
-    u.mkdir()
-    monkeypatch.chdir(u)
-    return u
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reading_documents(case: Case, user: Path):
     case.setup(user)

@@ -31,15 +31,6 @@ def sigint_raises_keyboardinterrupt():
     signal.signal(signal.SIGINT, previous)
 
 
-@pytest.fixture()
-def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A case's folder of user files; also the working directory (so no stray sieve.toml is read)."""
-    u = tmp_path / "u"
-    u.mkdir()
-    monkeypatch.chdir(u)
-    return u
-
-
 def test_concurrent_index_builds(user: Path):
     from rag.index.layout import build_lock
 
