@@ -1,6 +1,7 @@
 """Failure catalogue, settings and CLI messages (issue 38, round 3): config values of the wrong type, a config
 file with keys outside its [sieve] table, SIEVE_CONFIG naming a folder, ``rag eval --out`` refused before any
-model loads, an unreadable folder or chunks file, warnings glued to a progress line, an id with a newline in
+model loads, an unreadable input path of any command (an error naming its flag, not typer's usage box), an
+output path not checked for reading, warnings glued to a progress line, an id with a newline in
 ``rag search``, and NaN in ``rag search --json``.
 
 Each case runs the real CLI (tests/catalogue_support.run_cli) on real files and asserts the exit code, a one-line
@@ -22,7 +23,17 @@ from pathlib import Path
 import pytest
 
 from rag.paths import PROJECT_ROOT
-from tests.catalogue_support import GOLDEN, Outcome, check, checksums, docs_folder, run_cli, text_file, write_jsonl
+from tests.catalogue_support import (
+    GOLDEN,
+    Outcome,
+    check,
+    checksums,
+    docs_folder,
+    run_cli,
+    run_folder,
+    text_file,
+    write_jsonl,
+)
 
 
 @dataclass
@@ -164,6 +175,70 @@ def test_an_unreadable_input_is_an_error_naming_it(user: Path, what: str):
     assert "Usage:" not in res.err and not (user / "idx").exists()
 
 
+# ---------------------------------------------------------------- every other input path of the CLI
+# (command line, what {t} is, the flag the message names): {t} is made unreadable (chmod 000), every other path is
+# readable, so the one-line error (not typer's usage box, exit 2) comes from the path under test, before anything loads
+UNREADABLE = [
+    (("compile", "--golden", "{t}", "--dry-run"), "file", "--golden"),
+    (("compile", "--labels", "{t}", "--dry-run"), "file", "--labels"),
+    (("compile", "--index-dir", "{t}", "--dry-run"), "folder", "--index-dir"),
+    (("artifacts", "--artifacts-dir", "{t}"), "folder", "--artifacts-dir"),
+    (("eval", "--retrieval-only", "--golden", "{t}", "--index-dir", "{u}/none"), "file", "--golden"),
+    (("eval", "--retrieval-only", "--golden", "{u}/golden.jsonl", "--gate", "{t}", "--index-dir", "{u}/none"), "file",
+     "--gate"),
+    (("eval", "--config", "baseline", "--golden", "{u}/golden.jsonl", "--index-dir", "{t}", "--no-judge",
+      "--no-artifact"), "folder", "--index-dir"),
+    (("eval", "--config", "baseline", "--golden", "{u}/golden.jsonl", "--index-dir", "{u}/none", "--out", "{t}",
+      "--no-judge", "--no-artifact"), "folder", "--out"),  # a run folder is read too: the run resumes from it
+    (("report", "{u}/run", "{t}"), "folder", "RUN_DIRS"),
+    (("calibrate", "--run", "{t}", "--no-label"), "folder", "--run"),
+    (("calibrate", "--run", "{u}/run", "--labels", "{t}", "--store", "{u}/store.jsonl"), "file", "--labels"),
+    (("calibrate", "--run", "{u}/run", "--store", "{t}", "--no-label"), "file", "--store"),
+    (("serve", "--runs", "{t}", "--port", "0"), "folder", "--runs"),
+    (("serve", "--golden", "{t}", "--port", "0"), "file", "--golden"),
+    (("serve", "--index-dir", "{t}", "--port", "0"), "folder", "--index-dir"),
+    (("ask", "what is assert?", "--index-dir", "{t}"), "folder", "--index-dir"),
+    (("search", "assert", "--index-dir", "{t}"), "folder", "--index-dir"),
+]
+
+
+@pytest.mark.parametrize("args, kind, flag", UNREADABLE, ids=[f"{a[0]} {f}" for a, _, f in UNREADABLE])
+def test_every_unreadable_input_path_is_an_error_naming_its_flag(user: Path, args: tuple[str, ...], kind: str,
+                                                                   flag: str):
+    write_jsonl(user / "golden.jsonl", GOLDEN)
+    run_folder()(user)
+    target = user / ("target" if kind == "folder" else "target.jsonl")
+    if kind == "folder":
+        target.mkdir()
+        (target / "inside.txt").write_text("kept\n", encoding="utf-8")
+    else:
+        target.write_text('{"id": "x"}\n', encoding="utf-8")
+    before = checksums(user)
+    target.chmod(0)
+    try:
+        res = run_unprivileged(*(a.format(u=user, t=target) for a in args))
+    finally:
+        target.chmod(0o755 if kind == "folder" else 0o644)
+    check(res, 1, rf"^Error: .*/{target.name}: cannot read this {kind} \(permission denied\); make it readable "
+                  rf"\(chmod u\+{'rx' if kind == 'folder' else 'r'}\) or give {flag} another {kind}$")
+    assert "Usage:" not in res.err and len(res.lines) == 1, res.err  # nothing loaded, printed or bound before it
+    assert checksums(user) == before
+
+
+def test_an_output_path_is_not_checked_for_reading(user: Path):
+    """``rag report --out`` on an existing file that may be written but not read: the report is written."""
+    run_folder()(user)
+    out = user / "report.md"
+    out.write_text("old\n", encoding="utf-8")
+    out.chmod(0o200)
+    try:
+        res = run_unprivileged("report", user / "run", "--out", out)
+    finally:
+        out.chmod(0o644)
+    assert res.code == 0 and "Traceback" not in res.err, res.err[-2000:]
+    assert out.read_text(encoding="utf-8").startswith("#"), out.read_text(encoding="utf-8")[:200]
+
+
 # ---------------------------------------------------------------- M4 and item 19: what rag index and search print
 def test_a_warning_during_the_progress_line_starts_a_line_of_its_own(user: Path):
     (user / "docs").mkdir()
@@ -204,7 +279,9 @@ def test_search_escapes_an_id_with_a_newline_and_writes_strict_json(user: Path):
 
 def test_dump_json_guards_every_non_finite_number():
     from rag.cli.common import dump_json
+    from rag.ingest import jsonl
 
+    assert dump_json is jsonl.dump_json  # one function: the CLI's stdout and the run files of rag.eval
     assert dump_json({"a": [float("nan"), {"b": float("-inf")}], "c": (1.0, float("inf"))}) == \
         '{"a": [null, {"b": null}], "c": [1.0, null]}'
 

@@ -11,6 +11,7 @@ no traceback, and no user file changed outside the run folder being written.
 * 12: a golden line that ``datasets`` would mangle (lone surrogate, NaN, a 100-bit integer, a string for a list)
   is an error naming file, line and field, never a silently coerced item.
 * 13: gold chunk ids the index does not hold: a warning with the count and examples, ``--strict-gold`` an error.
+* NaN or Infinity in a record, the summary or run.json is written as null: the run files are strict JSON.
 """
 
 from __future__ import annotations
@@ -232,3 +233,47 @@ def test_agent_eval_warns_and_strict_refuses_before_the_run_starts(user: Path, m
     res = run_cli(*eval_args(user))
     check(res, 0, rf"^Warning: {MISSING}; strict_gold=True")
     assert sorted(result_ids(user / "run")) == ["g-assert", "g-mars", "g-while"]  # the warned run still runs
+
+
+# ---------------------------------------------------------------- run files are JSON every parser reads
+def strict_json(text: str):
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_nan_in_a_record_or_the_summary_is_written_as_null(user: Path, monkeypatch: pytest.MonkeyPatch):
+    """A score that came out NaN (a timer that failed, a metric of nothing) is null in results.jsonl, summary.json
+    and run.json, never the bare ``NaN`` token Python's json writes and most parsers refuse; one record per line."""
+    import rag.eval.runs
+    from rag.eval.runs import append_record, open_run, read_records, write_summary
+    from tests._traces import answer, item, pred, record, retrieve
+
+    summarize = rag.eval.runs.summarize  # the records are read back from disk (null by then): a metric of nothing
+    monkeypatch.setattr(rag.eval.runs, "summarize", lambda scores: (lambda s: {
+        **s, "metrics": {**s["metrics"], "false_refusal_rate": float("nan")}, "spread": float("inf")})(summarize(scores)))
+    run = user / "run"
+    its = [item("a1"), item("a2")]
+    open_run(run, {"config_name": "baseline", "golden_hash": "abc",
+                   "config": {"top_k": 2, "reflection": False, "expansion_weight": float("inf")}})
+    for it in its:
+        rec = record(it, pred([retrieve("g1", "x"), answer(["g1"])], citations=["g1"]), {"g1"},
+                     judge={"correct": True, "faithful": True, "reason": "ok"}, k=2)
+        rec["scores"] = {**rec["scores"], "latency_ms": float("nan"), "cost": float("nan")}
+        append_record(run, {**rec, "config": "baseline", "extra": [float("-inf"), 1.5]})
+    summary = write_summary(run, its, config_name="baseline", ghash="abc", k=2, max_rewrites=0)
+    assert summary["metrics"]["false_refusal_rate"] != summary["metrics"]["false_refusal_rate"]  # NaN in memory
+
+    lines = (run / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and all(line.startswith("{") and line.endswith("}") for line in lines)
+    for line in lines:
+        rec = strict_json(line)
+        assert rec["scores"]["latency_ms"] is None and rec["scores"]["cost"] is None and rec["extra"] == [None, 1.5]
+    on_disk = strict_json((run / "summary.json").read_text(encoding="utf-8"))
+    assert on_disk["metrics"]["false_refusal_rate"] is None and on_disk["spread"] is None
+    assert on_disk["metrics"]["latency_p50_ms"] is None and on_disk["metrics"]["cost_per_query"] is None
+    assert strict_json((run / "run.json").read_text(encoding="utf-8"))["config"]["expansion_weight"] is None
+    assert [r["id"] for r in read_records(run)] == ["a1", "a2"]
+    res = run_cli("report", run)  # and the run reads back
+    assert res.code == 0 and "Traceback" not in res.err, res.err[-2000:]

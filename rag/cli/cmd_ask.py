@@ -11,6 +11,7 @@ from rag.cli.common import (
     InBackground,
     app,
     at_least,
+    check_readable,
     clean_warnings,
     err,
     load_retriever,
@@ -27,7 +28,7 @@ def ask(
     k: Optional[int] = typer.Option(None, "--k", help="Passages shown to the grader and answerer."),
     max_rewrites: Optional[int] = typer.Option(None, help="Rewrites before refusing (default 2)."),
     reflection: Optional[bool] = typer.Option(None, "--reflection/--no-reflection", help="Grade and rewrite (default), or retrieve-then-answer."),
-    index_dir: Optional[Path] = typer.Option(None, help="Index directory (default: see rag index --help)."),
+    index_dir: Optional[Path] = typer.Option(None, readable=False, help="Index directory (default: see rag index --help)."),
     artifact: Optional[str] = typer.Option(None, help="Use this compiled artifact (name in artifacts/ or a path)."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Run the uncompiled signatures."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
@@ -54,6 +55,7 @@ def ask(
     clean_warnings()
     at_least(1, k=k)
     at_least(0, max_rewrites=max_rewrites)
+    check_readable(index_dir, "--index-dir")  # before the index or any model loads
     settings = settings_from(sets, mode=mode, top_k=k, max_rewrites=max_rewrites, reflection=reflection,
                          index_dir=index_dir, artifact=artifact, cache=False if no_cache else None)
     # The index, its search libraries and the query encoder load while DSPy is imported and the LMs are made.

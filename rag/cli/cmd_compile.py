@@ -9,6 +9,7 @@ import typer
 
 from rag.cli.common import (
     app,
+    check_readable,
     err,
     settings_from,
 )
@@ -20,8 +21,8 @@ def compile_cmd(
     roles: str = typer.Option("grader,rewriter,answerer",
                               help="Comma-separated roles (grader, rewriter, answerer, judge), all, or agent (the "
                                    "whole program end to end). The judge needs human labels."),
-    golden: Optional[Path] = typer.Option(None, help="Golden set (JSONL) with train/dev/test splits (default: the project's golden/python_ref.jsonl, wherever you run it)."),
-    labels: Optional[Path] = typer.Option(None, help="Human judge labels (default golden/judge_labels.jsonl)."),
+    golden: Optional[Path] = typer.Option(None, readable=False, help="Golden set (JSONL) with train/dev/test splits (default: the project's golden/python_ref.jsonl, wherever you run it)."),
+    labels: Optional[Path] = typer.Option(None, readable=False, help="Human judge labels (default golden/judge_labels.jsonl)."),
     budget: Optional[int] = typer.Option(None, help="Cap on LM calls: splits are trimmed until the plan fits."),
     effort: str = typer.Option("light", help="How hard to search: light or medium (MIPROv2's auto mode, GEPA's "
                                             "iterations, random-search's candidates)."),
@@ -35,7 +36,7 @@ def compile_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (LM calls, tokens, cost) and spend nothing."),
     fresh: bool = typer.Option(False, "--fresh", help="Redo roles an earlier run finished (cached LM calls stay free)."),
     out: Optional[str] = typer.Option(None, help="Artifact name (default <optimizer>-<timestamp>)."),
-    index_dir: Optional[Path] = typer.Option(None, help="Index directory."),
+    index_dir: Optional[Path] = typer.Option(None, readable=False, help="Index directory."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress output."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value."),
 ) -> None:
@@ -59,6 +60,8 @@ def compile_cmd(
     """
     import json
 
+    for path, flag in ((golden, "--golden"), (labels, "--labels"), (index_dir, "--index-dir")):
+        check_readable(path, flag)  # before any model, index or optimizer loads
     from optimize.compile import parse_max_examples, parse_roles
     from rag.api import compile_program
 
@@ -76,7 +79,7 @@ def compile_cmd(
 
 @app.command("artifacts")
 def artifacts_cmd(
-    artifacts_dir: Optional[Path] = typer.Option(None, help="Where compiled programs live (default: the project's artifacts/)."),
+    artifacts_dir: Optional[Path] = typer.Option(None, readable=False, help="Where compiled programs live (default: the project's artifacts/)."),
 ) -> None:
     """List compiled programs with their optimizer, models and before/after scores, and whether each change is
     more than noise (a paired test over the split's examples). Selection uses dev only; test is reported.
@@ -85,6 +88,7 @@ def artifacts_cmd(
 
         rag artifacts
     """
+    check_readable(artifacts_dir, "--artifacts-dir")
     from rag.agent import artifacts as arts
     from rag.lm.configure import resolve_specs
 

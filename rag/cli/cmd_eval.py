@@ -11,6 +11,7 @@ import typer
 from rag.cli.common import (
     app,
     at_least,
+    check_readable,
     clean_warnings,
     dump_json,
     err,
@@ -24,18 +25,18 @@ from rag.errors import SieveError
 @app.command("eval")
 def eval_cmd(
     config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full (list: show them)."),
-    golden: Optional[Path] = typer.Option(None, "--golden", help="Golden set JSONL (default: golden/python_ref.jsonl)."),
+    golden: Optional[Path] = typer.Option(None, "--golden", readable=False, help="Golden set JSONL (default: golden/python_ref.jsonl)."),
     split: Optional[str] = typer.Option(None, "--split", help="train | dev | test | all (default: test; all with --retrieval-only)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only N items of the split (a sample stratified by question type)."),
     retrieval_only: bool = typer.Option(False, "--retrieval-only", help="Score retrieval only (Recall/MRR/hit/needle recall@k); no language model."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (default: $SIEVE_HOME/index)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Index folder (default: $SIEVE_HOME/index)."),
     k: Optional[int] = typer.Option(None, "--k", "-k", help="Cut-off k (default: top_k = 4)."),
     mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid (default: hybrid; with --config: the config's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, key=value (repeatable)."),
-    gate: Optional[Path] = typer.Option(None, "--gate", help="Thresholds JSON; exit 1 when a metric is out of bounds."),
+    gate: Optional[Path] = typer.Option(None, "--gate", readable=False, help="Thresholds JSON; exit 1 when a metric is out of bounds."),
     threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items (default: 1 for the embedded model, else 4)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
+    out: Optional[Path] = typer.Option(None, "--out", readable=False, help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
     strict_gold: bool = typer.Option(False, "--strict-gold", help="Gold chunk ids the index does not hold are an error (default: a warning)."),
     artifact: Optional[str] = typer.Option(None, "--artifact", help="Evaluate this compiled artifact (name in artifacts/ or a path), even if its dev gain does not clear noise."),
@@ -60,6 +61,8 @@ def eval_cmd(
     """
     clean_warnings()
     at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
+    for path, flag in ((golden, "--golden"), (gate, "--gate"), (index_dir, "--index-dir")):
+        check_readable(path, flag)  # before any model or index loads
     if ray is not None and threads is not None:
         raise SieveError("--threads runs items in this process and --ray on Ray workers; give one of them")
     if workers is not None and ray is None:
@@ -180,6 +183,8 @@ def check_out(out: Path) -> None:
     from rag.eval.runs import check_run_folder
 
     out = Path(out)
+    if not (os.path.lexists(out) and not os.path.isdir(out)):  # a file is refused below, as not a run folder
+        check_readable(out, "--out")  # an existing run folder is read too (the run resumes from it)
     check_run_folder(out)
     parent = out
     while not parent.exists() and parent != parent.parent:

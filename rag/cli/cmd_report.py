@@ -10,6 +10,7 @@ import typer
 
 from rag.cli.common import (
     app,
+    check_readable,
     clean_warnings,
     err,
 )
@@ -18,8 +19,8 @@ from rag.errors import SieveError
 
 @app.command()
 def report(
-    run_dirs: Optional[list[Path]] = typer.Argument(None, help="run directories written by rag eval; default: every run under SIEVE_HOME/runs"),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the Markdown here instead of stdout"),
+    run_dirs: Optional[list[Path]] = typer.Argument(None, readable=False, help="run directories written by rag eval; default: every run under SIEVE_HOME/runs"),
+    out: Optional[Path] = typer.Option(None, "--out", readable=False, help="write the Markdown here instead of stdout"),
     failures: int = typer.Option(3, "--failures", min=0, help="failure cases shown per run, each with trace and diagnosis"),
 ) -> None:
     """A Markdown report across eval runs: metric table, per-type breakdowns, latency per node, diagnosed failures.
@@ -33,6 +34,8 @@ def report(
     from rag.report.markdown import report as build
 
     clean_warnings()
+    for one in run_dirs or []:
+        check_readable(one, "RUN_DIRS")
     dirs = list(run_dirs or []) or sorted(p.parent for p in (sieve_home() / "runs").glob("*/summary.json"))
     text = build(dirs, failures=failures)
     if out is None:
@@ -53,10 +56,10 @@ def report(
 
 @app.command()
 def calibrate(
-    run: list[Path] = typer.Option(..., "--run", help="a run directory written by rag eval (with judged answers); repeatable"),
-    labels: Optional[Path] = typer.Option(None, "--labels", help="a labels JSONL to import instead of labelling by hand"),
+    run: list[Path] = typer.Option(..., "--run", readable=False, help="a run directory written by rag eval (with judged answers); repeatable"),
+    labels: Optional[Path] = typer.Option(None, "--labels", readable=False, help="a labels JSONL to import instead of labelling by hand"),
     no_label: bool = typer.Option(False, "--no-label", help="only report agreement with the labels already stored"),
-    store: Optional[Path] = typer.Option(None, "--store", help="Where labels are read and kept (default: read the project's golden/judge_labels.jsonl plus yours in $SIEVE_HOME/labels/, write yours there)."),
+    store: Optional[Path] = typer.Option(None, "--store", readable=False, help="Where labels are read and kept (default: read the project's golden/judge_labels.jsonl plus yours in $SIEVE_HOME/labels/, write yours there)."),
     max_items: int = typer.Option(200, "--max-items", min=1, help="most answers shown in one interactive session"),
     json_out: bool = typer.Option(False, "--json", help="print the agreement as JSON"),
 ) -> None:
@@ -72,6 +75,8 @@ def calibrate(
     """
     import json
 
+    for path, flag in (*((one, "--run") for one in run), (labels, "--labels"), (store, "--store")):
+        check_readable(path, flag)  # before any run is read or label written
     from rag.eval.calibrate import (
         agreement,
         human_accuracy,

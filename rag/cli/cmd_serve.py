@@ -9,6 +9,7 @@ import typer
 
 from rag.cli.common import (
     app,
+    check_readable,
     clean_warnings,
     settings_from,
 )
@@ -20,11 +21,11 @@ def serve_cmd(
     host: str = typer.Option("127.0.0.1", help="Address to listen on. Anything but loopback is reachable by others, "
                              "and there is no authentication."),
     port: int = typer.Option(8000, help="Port to listen on (0 picks a free one)."),
-    runs: Optional[Path] = typer.Option(None, "--runs", help="Folder of eval runs to browse (default: SIEVE_RUNS, "
+    runs: Optional[Path] = typer.Option(None, "--runs", readable=False, help="Folder of eval runs to browse (default: SIEVE_RUNS, "
                                         "else SIEVE_HOME/runs), or one run folder."),
     config: str = typer.Option("full", help="The configuration selected when the page opens (rag eval --config list)."),
-    index_dir: Optional[Path] = typer.Option(None, help="Index directory (default: see rag index --help)."),
-    golden: Optional[Path] = typer.Option(None, help="Golden set the example questions come from."),
+    index_dir: Optional[Path] = typer.Option(None, readable=False, help="Index directory (default: see rag index --help)."),
+    golden: Optional[Path] = typer.Option(None, readable=False, help="Golden set the example questions come from."),
     queue: int = typer.Option(8, "--queue", min=0, help="Questions that may wait for the model; more get HTTP 503."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, for every configuration."),
@@ -40,6 +41,8 @@ def serve_cmd(
 
         rag serve --config hybrid --set answerer_model=groq/openai/gpt-oss-120b
     """
+    for path, flag in ((runs, "--runs"), (golden, "--golden"), (index_dir, "--index-dir")):
+        check_readable(path, flag)  # before anything loads or binds
     from rag.lm.configure import configure_dspy
 
     try:

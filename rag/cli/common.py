@@ -9,6 +9,7 @@ import typer
 import typer.core
 
 from rag.config import Settings, load_settings
+from rag.ingest.jsonl import dump_json  # noqa: F401 - re-exported: the CLI's JSON on stdout
 
 
 class Interrupted(Exception):
@@ -81,24 +82,6 @@ def shown(text: object) -> str:
     """``text`` for one line of a terminal: a newline, carriage return, tab, escape or other unprintable character
     in an id or a title is written as its escape (``\\n``), so it cannot split a line or move the cursor."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
-
-
-def dump_json(data: object, **kwargs) -> str:
-    """JSON that every parser reads: NaN and +-Infinity (a chunk's extra fields, a metric of nothing) become null;
-    ``allow_nan=False`` guards against any that slips through."""
-    import json
-    import math
-
-    def finite(value):
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: finite(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [finite(v) for v in value]
-        return value
-
-    return json.dumps(finite(data), allow_nan=False, **kwargs)
 
 
 def check_readable(path, flag: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from rag.errors import InputError, SieveError
 from rag.eval.agent_metrics import summarize
+from rag.ingest.jsonl import dump_json
 
 RESULTS, SUMMARY, RUN = "results.jsonl", "summary.json", "run.json"
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -85,7 +86,7 @@ def _write_bytes(path: Path, data: bytes, *, append: bool) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file, then rename."""
     tmp = path.with_name(path.name + ".tmp")
-    _write_bytes(tmp, json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"), append=False)
+    _write_bytes(tmp, dump_json(data, indent=2, ensure_ascii=False).encode("utf-8"), append=False)
     os.replace(tmp, path)
 
 
@@ -183,7 +184,7 @@ def _diff(old: Any, new: Any) -> str:
 def append_record(out_dir: Path, record: Mapping[str, Any], *, items_left: int = 0) -> None:
     """Append one record as one line, fsynced (the caller serialises writers). A full disk undoes the partial line
     and raises :class:`DiskFull` (``items_left``: how many items, this one included, still need writing)."""
-    data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    data = (dump_json(record, ensure_ascii=False) + "\n").encode("utf-8")
     try:
         _write_bytes(Path(out_dir) / RESULTS, data, append=True)
     except OSError as exc:
@@ -298,7 +299,7 @@ def write_summary(out_dir: str | Path, selected: Sequence[Any], *, config_name: 
         write_json(out_dir / SUMMARY, summary)
     except OSError as exc:
         _raise_disk_full(exc, out_dir, SUMMARY, items_left=summary["n_selected"] - summary["n_done"],
-                         payload=len(json.dumps(summary, indent=2, ensure_ascii=False).encode("utf-8")))
+                         payload=len(dump_json(summary, indent=2, ensure_ascii=False).encode("utf-8")))
         raise
     return summary
 

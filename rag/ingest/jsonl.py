@@ -1,8 +1,10 @@
-"""Read a JSONL file line by line with errors that name the file, the line and the fix."""
+"""Read a JSONL file line by line with errors that name the file, the line and the fix; write JSON that every
+parser reads (:func:`dump_json`: no ``NaN`` or ``Infinity`` tokens)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,3 +36,18 @@ def json_lines(path: str | Path, *, missing: str, expect: str = "one JSON object
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}); {expect}") from None
         yield lineno, where, rec
+
+
+def dump_json(data: object, **kwargs) -> str:
+    """JSON that every parser reads: NaN and +-Infinity (a chunk's extra fields, a metric of nothing) become null;
+    ``allow_nan=False`` guards against any that slips through. ``kwargs`` go to :func:`json.dumps`."""
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(data), allow_nan=False, **kwargs)
