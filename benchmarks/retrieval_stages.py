@@ -39,10 +39,12 @@ from rag.eval.golden import GoldenItem, gold_chunk_ids, load_golden  # noqa: E40
 from rag.eval.metrics import mrr_at_k, needle_recall, recall_at_k, with_duplicates  # noqa: E402
 from rag.paths import golden_path  # noqa: E402
 from rag.retrieval.expansion import Expansion, QueryExpander  # noqa: E402
+from rag.retrieval.rerank import LMReranker  # noqa: E402
 from rag.retrieval.retriever import Retriever  # noqa: E402
 from rag.stats.intervals import compare_paired, mean_interval, wilson  # noqa: E402
 
-VARIANTS = {"hybrid": (), "expand": ("expand",), "hyde": ("hyde",), "expand+hyde": ("expand", "hyde")}
+VARIANTS = {"hybrid": (), "expand": ("expand",), "hyde": ("hyde",), "expand+hyde": ("expand", "hyde"),
+            "rerank": ("rerank",), "hyde+rerank": ("hyde", "rerank")}
 
 
 @dataclass
@@ -79,7 +81,7 @@ def polygraph(shared: Path, work: Path, settings: Settings) -> Corpus:
     index = _index_once(s, lambda: build_index(load_chunks_jsonl(data / "chunks.jsonl"), s.index_dir, s, show_progress=False,
                                                source=f"jsonl:{data / 'chunks.jsonl'}"))
     items = [i for i in load_golden(data / "golden_dev.jsonl") if i.relevant_chunk_ids]
-    return Corpus("polygraph dev half (items with gold)", Retriever(index, top_k=8), items, _gold_metrics(index.chunks))
+    return Corpus("polygraph dev half (items with gold)", _retriever(index, settings), items, _gold_metrics(index.chunks))
 
 
 def aegis(shared: Path, work: Path, settings: Settings) -> list[Corpus]:
@@ -97,7 +99,7 @@ def aegis(shared: Path, work: Path, settings: Settings) -> list[Corpus]:
                            source=f"folder:{shared / 'aegis' / 'docs'}")
 
     index = _index_once(s, build)
-    retriever = Retriever(index, top_k=8)
+    retriever = _retriever(index, settings)
     needles = Corpus("aegis hard + held-out (questions with needles)", retriever, aegis_items(shared), {
         "needles@8": lambda i, h: needle_recall([x.text for x in h], i.evidence, 8),
         "all needles@8": lambda i, h: float(needle_recall([x.text for x in h], i.evidence, 8) == 1.0),
@@ -122,8 +124,14 @@ def builtin(work: Path, settings: Settings, splits: list[str]) -> Corpus:
     index = _index_once(s, lambda: build_index(chunk_documents(load_builtin_topics(), s.chunk_size, s.chunk_overlap),
                                                s.index_dir, s, show_progress=False))
     items = [i for i in load_golden(golden_path()) if i.split in splits and gold_chunk_ids(i, index.chunks)]
-    return Corpus(f"built-in golden set, {'+'.join(splits)} (items with gold)", Retriever(index, top_k=8), items,
+    return Corpus(f"built-in golden set, {'+'.join(splits)} (items with gold)", _retriever(index, settings), items,
                   _gold_metrics(index.chunks))
+
+
+def _retriever(index: Any, settings: Settings) -> Retriever:
+    """The first retrieval as the settings configure it (``--set``), 8 hits deep; the reranker is set per variant."""
+    return Retriever(index, mode=settings.mode, top_k=8, candidates=settings.candidates, rrf_k=settings.rrf_k,
+                     dedupe=settings.dedupe, expansion_weight=settings.expansion_weight)
 
 
 def _index_once(settings: Settings, build: Callable[[], Any]) -> Any:
@@ -138,24 +146,58 @@ def _index_once(settings: Settings, build: Callable[[], Any]) -> Any:
 @dataclass
 class Cost:
     calls: int = 0
-    cached: int = 0
+    cached: int = 0  # calls the DSPy cache answered: their seconds and tokens come from the ledger
     seconds: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    unmeasured: int = 0  # cached calls the ledger has no record of (made before it existed)
+
+    def add(self, other: "Cost") -> "Cost":
+        return Cost(*(a + b for a, b in zip(vars(self).values(), vars(other).values())))
 
 
-def expansions(corpus: Corpus, expander: QueryExpander, stages: set[str], progress: bool) -> tuple[dict, dict]:
+class Ledger:
+    """What each LM call cost when the model ran it (seconds, tokens), kept beside the indexes, so a rerun that the
+    DSPy cache answers still reports the model's cost: a cached call's own latency and usage are nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    row = json.loads(line)
+                    self.rows[row["key"]] = row
+
+    def charge(self, cost: Cost, key: str, stats: Any) -> None:
+        cost.calls += 1
+        if not stats.cached:
+            row = {"key": key, "seconds": stats.latency_ms / 1000, "tokens_in": stats.tokens_in,
+                   "tokens_out": stats.tokens_out}
+            self.rows[key] = row
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        else:
+            cost.cached += 1
+            row = self.rows.get(key)
+            if row is None:
+                cost.unmeasured += 1
+                return
+        cost.seconds += row["seconds"]
+        cost.tokens_in += row["tokens_in"]
+        cost.tokens_out += row["tokens_out"]
+
+
+def expansions(corpus: Corpus, expander: QueryExpander, stages: set[str], ledger: Ledger,
+               progress: bool) -> tuple[dict, dict]:
     """question -> Expansion with every requested stage, and stage -> Cost (the model's own seconds)."""
     out, cost = {}, {s: Cost() for s in ("expand", "hyde")}
     for n, item in enumerate(corpus.items, 1):
         exp = QueryExpander(expander.n_queries if "expand" in stages else 0, "hyde" in stages, lm=expander.lm)(item.question)
         out[item.id] = exp
         for stage, stats in exp.calls.items():
-            c = cost[stage]
-            c.calls += 1
-            c.cached += int(stats.cached)
-            c.seconds += 0 if stats.cached else stats.latency_ms / 1000
-            c.tokens_in, c.tokens_out = c.tokens_in + stats.tokens_in, c.tokens_out + stats.tokens_out
+            ledger.charge(cost[stage], f"{corpus.name}|{stage}|{expander.n_queries}|{item.id}", stats)
         if progress:
             print(f"\r{corpus.name}: expanding {n}/{len(corpus.items)}", end="", file=sys.stderr, flush=True)
     if progress:
@@ -164,20 +206,33 @@ def expansions(corpus: Corpus, expander: QueryExpander, stages: set[str], progre
 
 
 def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost], variants: list[str],
-          price: Callable[[int, int], float]) -> list[str]:
+          price: Callable[[int, int], float], reranker: LMReranker, ledger: Ledger, progress: bool) -> list[str]:
     scores: dict[str, dict[str, list[float]]] = {}
+    costs: dict[str, dict[str, Cost]] = {}  # variant -> stage -> its calls' cost
     for variant in variants:
         wanted = VARIANTS[variant]
         per = {m: [] for m in corpus.metrics}
-        for item in corpus.items:
+        corpus.retriever.reranker = reranker if "rerank" in wanted else None
+        reranked = Cost()
+        for n, item in enumerate(corpus.items, 1):
             full = expanded.get(item.id) or Expansion()
             exp = Expansion(queries=full.queries if "expand" in wanted else [],
                             passage=full.passage if "hyde" in wanted else None)
-            hits = corpus.retriever.retrieve(item.question, k=8, expansion=exp).hits
+            found = corpus.retriever.retrieve(item.question, k=8, expansion=exp)
+            hits = found.hits
+            if found.reranking is not None and "rerank" in found.reranking.calls:
+                ledger.charge(reranked, f"{corpus.name}|{variant}|d{reranker.depth}c{reranker.passage_chars}|{item.id}",
+                              found.reranking.calls["rerank"])
+            if progress and "rerank" in wanted:
+                print(f"\r{corpus.name}: {variant} {n}/{len(corpus.items)}", end="", file=sys.stderr, flush=True)
             for m, fn in corpus.metrics.items():
                 v = fn(item, hits)
                 per[m].append(float("nan") if v is None else v)
+        if progress and "rerank" in wanted:
+            print(file=sys.stderr)
+        costs[variant] = {**{st: cost[st] for st in wanted if st in cost}, **({"rerank": reranked} if "rerank" in wanted else {})}
         scores[variant] = per
+    corpus.retriever.reranker = None
     n = len(corpus.items)
     head = ["| configuration | " + " | ".join(corpus.metrics) + " | LM calls / q | model s / q | tokens / q | Groq $ / 1k q |",
             "| --- |" + " --- |" * (len(corpus.metrics) + 4)]
@@ -194,16 +249,21 @@ def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost],
                 cmp = compare_paired([a for a, _ in pairs], [b for _, b in pairs], "hybrid", variant)
                 cell += f" ({cmp.diff:+.3f}, p={cmp.p:.2f})"
             cells.append(cell)
-        stages = [s for s in VARIANTS[variant]]
-        calls = sum(cost[s].calls for s in stages) / n
-        secs = sum(cost[s].seconds for s in stages) / max(1, n - min((cost[s].cached for s in stages), default=0))
-        tin = sum(cost[s].tokens_in for s in stages) / n
-        tout = sum(cost[s].tokens_out for s in stages) / n
+        calls = secs = tin = tout = 0.0
+        for c in costs[variant].values():  # per stage: the mean of its measured calls, times its calls per question
+            per_q, measured = c.calls / n, max(1, c.calls - c.unmeasured)
+            calls += per_q
+            secs, tin, tout = (secs + per_q * c.seconds / measured, tin + per_q * c.tokens_in / measured,
+                               tout + per_q * c.tokens_out / measured)
         rows.append(f"| {variant} | " + " | ".join(cells) + f" | {calls:.0f} | {secs:.1f} | {tin:.0f}+{tout:.0f} | "
                     f"{1000 * price(int(tin), int(tout)):.3f} |")
     used = len([i for i in corpus.items])
     notes = [f"n = {used} questions; intervals: bootstrap of the mean (Wilson for shares); in brackets after a stage: "
-             "its paired difference from hybrid and p."]
+             "its paired difference from hybrid and p. Seconds and tokens per question are the model's when it ran "
+             "each call (the ledger), also for calls the DSPy cache answered this time."]
+    gaps = {f"{v}/{st}": c.unmeasured for v, per in costs.items() for st, c in per.items() if c.unmeasured}
+    if gaps:
+        notes.append(f"cached calls with no ledger record (made before the ledger), left out of seconds and tokens: {gaps}")
     if corpus.note:
         notes.append(corpus.note)
     return [f"## {corpus.name}", "", *notes, "", *head, *rows, ""]
@@ -226,15 +286,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", default="train,dev", help="built-in golden splits (test: reporting only)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"of {', '.join(VARIANTS)}")
     parser.add_argument("--n-queries", type=int, default=3)
+    parser.add_argument("--rerank-depth", type=int, default=None, help="candidates the LM reranker reads (default: the setting)")
+    parser.add_argument("--rerank-chars", type=int, default=None, help="characters of each candidate it reads")
     parser.add_argument("--model", default=None, help="model spec for the stages (default: the rewriter's)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for this run (expansion_weight, rerank_weight, rrf_k, ...); repeatable")
     parser.add_argument("-q", "--quiet", action="store_true")
     args = parser.parse_args(argv)
 
     from rag.lm.configure import configure_dspy, lms_for_roles
     from rag.paths import sieve_home
 
-    settings = load_settings({"rewriter_model": args.model} if args.model else {})
+    overrides = dict(kv.split("=", 1) for kv in args.sets)
+    settings = load_settings({**overrides, **({"rewriter_model": args.model} if args.model else {})})
     configure_dspy(settings)
     lm = lms_for_roles(settings)["rewriter"]
     work = args.work or sieve_home() / "bench-stages"
@@ -253,11 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["# Query stages on the first retrieval", "",
              f"Generated by `python benchmarks/retrieval_stages.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "
              f"stages on {getattr(lm, 'model', lm)}, {args.n_queries} rephrasings; RRF k={settings.rrf_k}, "
-             f"{settings.candidates} candidates per list, expansion lists weigh {settings.expansion_weight}.", ""]
+             f"{settings.candidates} candidates per list, expansion lists weigh {settings.expansion_weight}; the LM "
+             f"reranker reads {args.rerank_depth or settings.rerank_depth} candidates "
+             f"of {args.rerank_chars or settings.rerank_chars} characters, its list weighs {settings.rerank_weight}.", ""]
     price = groq_price(settings)
+    ledger = Ledger(work / "stage_costs.jsonl")
+    reranker = LMReranker(args.rerank_depth or settings.rerank_depth, args.rerank_chars or settings.rerank_chars,
+                          settings.rerank_weight, lm=lm)
     for corpus in corpora:
-        expanded, cost = expansions(corpus, QueryExpander(args.n_queries, True, lm=lm), stages, not args.quiet)
-        lines += table(corpus, expanded, cost, variants, price)
+        expanded, cost = expansions(corpus, QueryExpander(args.n_queries, True, lm=lm), stages, ledger, not args.quiet)
+        lines += table(corpus, expanded, cost, variants, price, reranker, ledger, not args.quiet)
     lines.append(f"Wall time {time.time() - started:.0f} s.")
     emit(lines, args.out)
     return 0

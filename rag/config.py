@@ -56,7 +56,13 @@ class Settings:
     # a chunk with the same words as a higher-ranked hit (case, punctuation and whitespace aside) is left out and the
     # next distinct one takes its place (rag.retrieval.retriever); false = every chunk as ranked, repeats included
     dedupe: bool = True
-    reranker: str | None = None  # a sentence-transformers CrossEncoder name or path; off when None
+    # reorder the top rerank_depth fused candidates: "lm" = one listwise call of the rewriter's model
+    # (rag.retrieval.rerank; its order fused with the first stage's), or a sentence-transformers CrossEncoder name
+    # or path; off when None
+    reranker: str | None = None
+    rerank_depth: int = 10  # fused candidates the reranker reads
+    rerank_chars: int = 300  # the LM reranker reads each candidate cut to its first N characters
+    rerank_weight: float = 1.0  # RRF weight of the LM reranker's list; the first stage's order weighs 1
     # query stages (rag.retrieval.expansion), run on the rewriter's model: how many rephrasings of each query the
     # Expander signature writes, each searched and fused by RRF with the query's own lists; 0 = off
     expand_queries: int = 0
@@ -156,7 +162,7 @@ class Settings:
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
         for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout",
-                     "max_file_mb"):
+                     "max_file_mb", "rerank_depth", "rerank_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.context_tokens < 0:

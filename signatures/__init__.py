@@ -5,6 +5,7 @@ from signatures.expander import Expander
 from signatures.grader import Grader
 from signatures.hyde import HypotheticalPassage
 from signatures.judge import Judge
+from signatures.reranker import Reranker
 from signatures.rewriter import Rewriter
 
-__all__ = ["Answerer", "Expander", "Grader", "HypotheticalPassage", "Judge", "Rewriter"]
+__all__ = ["Answerer", "Expander", "Grader", "HypotheticalPassage", "Judge", "Reranker", "Rewriter"]

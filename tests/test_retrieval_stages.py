@@ -106,6 +106,75 @@ def test_an_artifact_compiled_without_the_expander_still_applies_to_an_agent_wit
     assert len(expanded.grade.demos) == 1 and expanded.expander is not None and expanded.expander.expand.demos == []
 
 
+# ---------------------------------------------------------------- LM reranker
+def test_the_lm_reranker_lifts_the_passage_it_lists_first_and_records_where_it_put_it(tiny_index):
+    from rag.retrieval.rerank import LMReranker
+
+    retriever = Retriever(tiny_index, top_k=3)  # not the shared fixture: this one gets a reranker
+
+    q = "What does the with statement do?"
+    plain = [h.chunk_id for h in retriever.search(q, k=3)]
+    dspy.configure(lm=DummyLM([{"ranking": [3, 3, 99, "2"]}]))  # a repeat and a number it was not shown: dropped
+    retriever.reranker = LMReranker(depth=3)
+    found = retriever.retrieve(q, k=3)
+    ids = [h.chunk_id for h in found.hits]
+    assert ids[0] == plain[2] and set(ids) == set(plain)  # listed first, fused with its fused rank 3: now first
+    assert found.hits[0].stages["rerank"]["lm_rank"] == 1 and found.hits[0].stages["rerank"]["rank"] == 1
+    unlisted = {h.chunk_id: h for h in found.hits}[plain[0]]
+    assert "lm_rank" not in unlisted.stages["rerank"]  # read, not listed: it keeps the first stage's share only
+    assert found.reranking.order == [2, 1] and found.reranking.read == 3 and set(found.reranking.calls) == {"rerank"}
+
+
+def test_an_unreadable_reranking_leaves_the_fused_order_and_says_so(tiny_index):
+    from rag.retrieval.rerank import LMReranker, clean_order
+
+    retriever = Retriever(tiny_index, top_k=3)
+
+    q = "What does the with statement do?"
+    plain = [h.chunk_id for h in retriever.search(q, k=3)]
+    dspy.configure(lm=DummyLM([{"wrong_field": "x"}] * 4))
+    retriever.reranker = LMReranker(depth=3)
+    found = retriever.retrieve(q, k=3)
+    assert [h.chunk_id for h in found.hits] == plain and any("rerank: skipped" in n for n in found.notes)
+    assert clean_order(["2", "[1]", "x", 0, 7], 3) == [1, 0]
+
+
+def test_the_reranker_reads_each_passage_cut_and_numbered():
+    from rag.retrieval.rerank import LMReranker
+
+    text = LMReranker(passage_chars=20).format([Chunk("a#0", "The with statement wraps a block in a context manager.", "with"),
+                                                Chunk("b#0", "short", "")])
+    assert text.startswith("[1] with\nThe with statement ...") and text.endswith("[2]\nshort")
+
+
+def test_the_agent_holds_the_reranker_as_a_predictor_and_counts_its_call(tiny_index):
+    from rag.retrieval.rerank import LMReranker
+
+    retriever = Retriever(tiny_index, top_k=3)  # not the shared fixture: this one gets a reranker
+
+    dspy.configure(lm=DummyLM([
+        {"ranking": [1]},
+        {"reason": "with#001 says it", "subject": "with", "relevant": True, "relevant_chunk_ids": ["with#001"]},
+        {"answer": "It wraps a block [with#001].", "cited_ids": ["with#001"]},
+    ]))
+    retriever.reranker = LMReranker(depth=3)
+    agent = Sieve(retriever, reranker=retriever.reranker)
+    pred = agent(question="What does the with statement do?")
+    assert "reranker.rank" in dict(agent.named_predictors())
+    step = pred.trace.of("retrieve")[0]
+    assert step.model == "dummy" and step.hits[0]["stages"]["rerank"]["lm_rank"] == 1  # its call is the step's
+
+
+def test_reranker_lm_in_settings_builds_the_lm_reranker(tiny_index, tmp_path):
+    from rag.config import Settings
+    from rag.retrieval.rerank import LMReranker
+
+    r = Retriever(tiny_index, reranker="lm", rerank_depth=5)
+    assert isinstance(r.reranker, LMReranker) and r.reranker.depth == 5
+    with pytest.raises(ConfigError, match="rerank_depth"):
+        Settings(rerank_depth=0).validate()
+
+
 # ---------------------------------------------------------------- metadata and filters
 POLICIES = [
     ("travel/a#000", "Hotel rates", "The maximum hotel rate in a Tier 1 city is 300 USD per night.",

@@ -52,7 +52,8 @@ class Sieve(dspy.Module):
     def __init__(self, retriever: Any, *, max_rewrites: int = 2, use_reflection: bool = True,
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
-                 subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0):
+                 subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0,
+                 reranker: Any = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -67,6 +68,9 @@ class Sieve(dspy.Module):
         self.lms = dict(lms or {})  # role -> LM; a missing role uses the configured dspy LM
         self.context_tokens = context_tokens  # token budget of the passages in a grade or answer call; 0 = none
         self.expander = expander if expander is not None and expander.active else None  # rephrasings, HyDE
+        # the LM reranker the retriever calls (rag.retrieval.rerank), held here too so it is one of the program's
+        # predictors: compiled, saved and loaded with the others
+        self.reranker = reranker
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
@@ -95,7 +99,11 @@ class Sieve(dspy.Module):
         step = trace.add(Step(node="retrieve", query=query, notes=list(notes)))
         start = time.perf_counter()
         expansion = self._expand(query, step)
-        found = self.retriever.retrieve(query, k=self.top_k, expansion=expansion)
+        with program_demos(self):
+            found = self.retriever.retrieve(query, k=self.top_k, expansion=expansion)
+        if found.reranking is not None:
+            for stats in found.reranking.calls.values():
+                _add_cost(step, stats)
         step.latency_ms = (time.perf_counter() - start) * 1000
         step.notes.extend(found.notes)
         step.hits = [{k: v for k, v in h.to_dict().items() if k != "text"} for h in found.hits]
@@ -111,10 +119,7 @@ class Sieve(dspy.Module):
         step.expansions, step.hyde = list(expansion.queries), expansion.passage
         step.notes.extend(expansion.notes)
         for stats in expansion.calls.values():
-            step.tokens_in += stats.tokens_in
-            step.tokens_out += stats.tokens_out
-            step.cost += stats.cost
-            step.model, step.cached = stats.model, stats.cached
+            _add_cost(step, stats)
         return expansion
 
     def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
@@ -218,6 +223,14 @@ def _record(step: Step, stats: CallStats) -> None:
     step.latency_ms, step.tokens_in, step.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
     step.cost, step.model, step.cached = stats.cost, stats.model, stats.cached
     step.notes.extend(stats.notes)
+
+
+def _add_cost(step: Step, stats: CallStats) -> None:
+    """A query stage's LM call (expansion, HyDE, rerank) counted in the retrieve step it ran in."""
+    step.tokens_in += stats.tokens_in
+    step.tokens_out += stats.tokens_out
+    step.cost += stats.cost
+    step.model, step.cached = stats.model, stats.cached
 
 
 def _source(hit: Any) -> dict[str, Any]:

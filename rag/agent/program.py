@@ -45,12 +45,15 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     retriever = retriever or Retriever.from_settings(settings)
     lms = lms_for_roles(settings)
     models = resolve_specs(settings)
+    reranker = retriever.reranker if getattr(retriever.reranker, "listwise", False) else None
+    if reranker is not None:
+        reranker.lm = lms.get("rewriter")
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
                   answer_context=settings.answer_context, id_choices=settings.id_choices,
                   subject_shortcut=settings.subject_shortcut,
                   expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
-                  context_tokens=settings.context_tokens)
+                  context_tokens=settings.context_tokens, reranker=reranker)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

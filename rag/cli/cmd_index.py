@@ -28,7 +28,7 @@ def index_cmd(
                                           "(recursive). Omit to index the built-in demo corpus (Python language "
                                           "reference topics)."),
     chunks: Optional[Path] = typer.Option(None, "--chunks", readable=False, help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers name or path; 'default' = bundled all-MiniLM-L6-v2."),
     chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk (default: 1200)."),
     chunk_overlap: Optional[int] = typer.Option(None, "--chunk-overlap", help="Characters carried over between chunks of one section (default: 150)."),
@@ -87,7 +87,7 @@ def search_cmd(
     query: str = typer.Argument(..., help="The question or keywords."),
     mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid (default: hybrid)."),
     k: Optional[int] = typer.Option(None, "--k", "-k", help="How many chunks (default: 4)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index folder (default: $SIEVE_HOME/index)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Index folder (default: $SIEVE_HOME/index)."),
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON (with per-stage ranks and scores)."),
     where: Optional[list[str]] = typer.Option(None, "--where", help="Search only passages whose metadata matches, e.g. --where category=travel (repeat, or comma-separate values)."),
     explain: bool = typer.Option(False, "--explain", help="Also say what each stage did: rephrasings searched, which list found each hit, filters and versions dropped."),
@@ -108,6 +108,7 @@ def search_cmd(
     from rag.retrieval.retriever import Retriever
 
     at_least(1, k=k)
+    check_readable(index_dir, "--index-dir")  # before the index loads
     settings = settings_from(sets, index_dir=index_dir, mode=mode, top_k=k)
     retriever = Retriever.from_settings(settings, where=parse_where(where))
     if settings.expand_queries or settings.hyde:  # the query stages need a model: the rewriter's
@@ -116,6 +117,11 @@ def search_cmd(
 
         configure_dspy(settings)
         retriever.expander = QueryExpander(settings.expand_queries, settings.hyde, lm=lms_for_roles(settings)["rewriter"])
+    if getattr(retriever.reranker, "listwise", False):  # the LM reranker: the rewriter's model too
+        from rag.lm.configure import configure_dspy, lms_for_roles
+
+        configure_dspy(settings)
+        retriever.reranker.lm = lms_for_roles(settings)["rewriter"]
     found = retriever.retrieve(query)
     hits = found.hits
     if as_json:

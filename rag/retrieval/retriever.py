@@ -1,8 +1,9 @@
 """Retrieval over an :class:`~rag.index.store.Index`: ``bm25``, ``dense`` or ``hybrid`` (RRF), optional rerank.
 
 Hybrid retrieval takes the top ``candidates`` of each ranked list and fuses them with weighted
-Reciprocal Rank Fusion, ``score(d) = sum_i w_i / (rrf_k + rank_i(d))``. An optional cross-encoder
-then re-scores the top ``rerank_depth`` fused candidates.
+Reciprocal Rank Fusion, ``score(d) = sum_i w_i / (rrf_k + rank_i(d))``. An optional reranker then reorders
+the top ``rerank_depth`` fused candidates: a cross-encoder by its scores, or the LM (``reranker="lm"``,
+:mod:`rag.retrieval.rerank`) by one listwise call whose order is fused with the first stage's.
 
 Choices, tuned on the polygraph dev half only (25 items with gold chunk ids; Recall@4 / MRR@4;
 one item moves Recall@4 by up to 0.04, so only changes that held across settings were kept):
@@ -47,11 +48,12 @@ from rag.retrieval import filters
 
 if TYPE_CHECKING:  # the query stages import DSPy; a search without them (rag search) never does
     from rag.retrieval.expansion import Expansion
+    from rag.retrieval.rerank import Reranking
 
 STAGES = ("bm25", "dense", "rrf", "expand", "rerank")
 MAX_QUERY_CHARS = 2000  # longer queries are cut (at a word boundary) before retrieval, with a warning
 DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 1.0}
-RERANK_DEPTH = 20  # fused candidates a cross-encoder re-scores
+RERANK_DEPTH = 10  # fused candidates a cross-encoder re-scores (an LM reranker reads its own ``depth``)
 _WORD = re.compile(r"\w+")
 
 
@@ -81,6 +83,7 @@ class Retrieval:
     hits: list[Hit] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     expansion: Expansion | None = None  # the rephrasings and hypothetical passage searched with the query
+    reranking: Reranking | None = None  # the LM reranker's order and its call (rag.retrieval.rerank)
 
 
 def _rows(ranked: list[tuple[int, float]]) -> list[int]:
@@ -142,7 +145,11 @@ class Retriever:
         index = Index.load(settings.index_dir, settings)
         kwargs = dict(mode=settings.mode, top_k=settings.top_k, candidates=settings.candidates, rrf_k=settings.rrf_k,
                       reranker=settings.reranker, dedupe=settings.dedupe, expansion_weight=settings.expansion_weight,
-                      latest_only=settings.latest_only)
+                      latest_only=settings.latest_only, rerank_depth=settings.rerank_depth)
+        if str(settings.reranker or "").lower() == "lm":  # the LM reranker, on the configured dspy LM unless given one
+            from rag.retrieval.rerank import LMReranker
+
+            kwargs["reranker"] = LMReranker(settings.rerank_depth, settings.rerank_chars, settings.rerank_weight)
         kwargs.update(overrides)
         return cls(index, **kwargs)
 
@@ -159,12 +166,23 @@ class Retriever:
 
     @property
     def reranker(self) -> Any:
-        """The cross-encoder (loaded on first use), or None when reranking is off."""
-        if self._reranker is None and isinstance(self._reranker_spec, str) and self._reranker_spec.lower() not in ("", "none", "off"):
+        """The cross-encoder (loaded on first use) or LM reranker, or None when reranking is off."""
+        spec = self._reranker_spec
+        if self._reranker is None and isinstance(spec, str) and spec.lower() == "lm":
+            from rag.retrieval.rerank import LMReranker
+
+            self._reranker = LMReranker(self.rerank_depth)  # on the configured dspy LM unless given one
+        elif self._reranker is None and isinstance(spec, str) and spec.lower() not in ("", "none", "off"):
             from rag.index.embeddings import load_cross_encoder
 
             self._reranker = load_cross_encoder(self._reranker_spec)
         return self._reranker
+
+    @reranker.setter
+    def reranker(self, value: Any) -> None:
+        """A cross-encoder, an :class:`~rag.retrieval.rerank.LMReranker`, a name or path to load, or None (off)."""
+        self._reranker_spec = value
+        self._reranker = None if isinstance(value, str) or value is None else value
 
     def prepare_query(self, query: str) -> str:
         """Validate and normalise a query: empty -> InputError; over-long -> cut with a warning."""
@@ -267,7 +285,12 @@ class Retriever:
         if self.latest_only and final:
             final, dropped = filters.latest_versions(final, self.index, self._newest())
             out.notes.extend(dropped)
-        if self.reranker is not None and final:
+        if getattr(self.reranker, "listwise", False) and final:
+            fused, listed = self._lm_rerank(text, final, out)
+            final, final_stage = note("rerank", fused), "rerank"
+            for rank, row in enumerate(listed, 1):
+                stages[row]["rerank"]["lm_rank"] = rank  # where the LM put it (absent: read, not listed)
+        elif self.reranker is not None and final:
             pool = final[: max(self.rerank_depth, k)]
             scores = np.asarray(self.reranker.predict([(text, self.index.chunks[row].text) for row in pool]), dtype=np.float64)
             order = np.argsort(-scores, kind="stable")
@@ -275,6 +298,22 @@ class Retriever:
             final_stage = "rerank"
         out.hits = self._distinct(final, stages, final_stage, k)
         return out
+
+    def _lm_rerank(self, text: str, final: list[int], out: Retrieval) -> tuple[list[tuple[int, float]], list[int]]:
+        """``final`` reordered by RRF of itself and the LM's list over its first distinct candidates, and that list."""
+        pool, keys = [], set()
+        for row in final:
+            key = self._key(row) if self.dedupe else None
+            if key is None or key not in keys:
+                pool.append(row)
+                keys.add(key)
+            if len(pool) == self.reranker.depth:
+                break
+        reranking = self.reranker(text, [self.index.chunks[row] for row in pool])
+        out.reranking = reranking
+        out.notes.extend(reranking.notes)
+        listed = [pool[i] for i in reranking.order]
+        return rrf_fuse({"fused": final, "lm": listed}, self.rrf_k, {"fused": 1.0, "lm": self.reranker.weight}), listed
 
     def _newest(self) -> dict[str, tuple]:
         if self._newest_versions is None:
