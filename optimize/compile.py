@@ -30,8 +30,8 @@ from rag.config import ROLES, Settings, sieve_home
 from rag.errors import ConfigError, InputError
 
 TOKENS_PER_CALL = {"grader": 1300, "rewriter": 250, "answerer": 900, "judge": 1100,  # measured means, see benchmarks/
-                   "agent": 1000}
-COMPILE_ROLES = (*ROLES, "agent")  # agent: the whole program end to end
+                   "agent": 1000, "hyde": 300}  # hyde: a short question in, a short passage out
+COMPILE_ROLES = (*ROLES, "agent", "hyde")  # agent: the whole program end to end; hyde: the query stage, by Recall@k
 
 
 @dataclass
@@ -204,7 +204,8 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     compiled: dict[str, dspy.Module] = {}
     spend: dict[str, dict[str, Any]] = {}
     for role, task in tasks.items():
-        lm = lms.get(role) or lms["answerer"]  # the agent role runs each step on its own role's LM
+        # the agent role runs each step on its own role's LM; the query stages run on the rewriter's
+        lm = lms.get("rewriter" if role == "hyde" else role) or lms["answerer"]
         program, before, after, spend[role] = _compile_role(
             task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh, max_demos=max_demos,
             proposer_lm=lms.get("proposer") or lms.get("answerer"), show_progress=show_progress)
@@ -215,7 +216,12 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
                                             "before": before.get(f"{s}_items"), "after": after.get(f"{s}_items")}
                                         for s in ("dev", "test")}}
 
-    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=settings.top_k)
+    from rag.retrieval.expansion import QueryExpander
+
+    expander = QueryExpander(settings.expand_queries, hyde=True) if "hyde" in compiled else None
+    agent = Sieve(retriever, max_rewrites=settings.max_rewrites, top_k=settings.top_k, expander=expander)
+    if expander is not None:  # saved as expander.hyde; applies to an agent run with hyde=true
+        expander.hyde.load_state(compiled["hyde"].predict.dump_state())
     for role, attr in (("grader", "grade"), ("rewriter", "rewrite"), ("answerer", "respond")):
         if role in compiled:
             getattr(agent, attr).load_state(compiled[role].predict.dump_state())

@@ -14,6 +14,9 @@ compiled predictor is put back into the agent. Each metric is a function of rag.
     answerer  question, the agent's answer context     answer_score: judged correct,       answer score
                                                        judged faithful, citations valid
     judge     question, reference, candidate, context  agreement with the human labels (golden/)
+    hyde      question                                 Recall@k of the first retrieval with  Recall@k (rag eval
+                                                       the hypothetical passage searched     --retrieval-only,
+                                                       too (no model scores it)              hyde=true)
     agent     question (the whole program, end to end) refuses exactly when it should; else the
                                                        answerer's metric on its answer and cited passages
 """
@@ -31,7 +34,7 @@ from rag.agent.context import context_ids, extract_citations, format_context, sp
 from rag.agent.judging import NO_PASSAGES
 from rag.eval.decisions import answer_score, grader_score, rewrite_succeeded
 from rag.lm.adapter import shown_ids
-from signatures import Answerer, Grader, Judge, Rewriter
+from signatures import Answerer, Grader, HypotheticalPassage, Judge, Rewriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
 NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
@@ -80,6 +83,17 @@ class JudgeStep(dspy.Module):
                             candidate_answer=candidate_answer, context=context)
 
 
+class HydeStep(dspy.Module):
+    """The query stage's HyDE predictor alone (``Sieve.expander.hyde``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(HypotheticalPassage)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        return self.predict(question=question)
+
+
 @dataclass
 class RoleTask:
     """Everything an optimizer needs for one role."""
@@ -116,6 +130,13 @@ def answerer_example(item: Any, hits: Sequence[Any], max_chars: int | None = Non
     return dspy.Example(question=item.question, context=format_context(hits, max_chars), answer=item.reference_answer,
                         cited_ids=cited or ids, reference_answer=item.reference_answer, shown_ids=ids,
                         item_id=item.id).with_inputs("question", "context")
+
+
+def hyde_example(item: Any, gold: set[str], passage: str) -> dspy.Example:
+    """``passage``: the start of a gold chunk, which a labelled demo shows as the passage to write (the corpus's
+    own style and vocabulary)."""
+    return dspy.Example(question=item.question, passage=passage, gold_ids=sorted(gold),
+                        item_id=item.id).with_inputs("question")
 
 
 def agent_example(item: Any, gold: set[str]) -> dspy.Example:
@@ -160,6 +181,20 @@ def make_rewriter_metric(retriever: Any, k: int, grade: dspy.Module | None) -> C
         verdict = grade(question=example.question, context=format_context(hits))
         return float(rewrite_succeeded(bool(verdict.relevant), ids, gold))
     return rewriter_metric
+
+
+def make_hyde_metric(retriever: Any, k: int) -> Callable[..., float]:
+    """Recall@k of the gold chunks when the question is searched with the hypothetical passage (as the agent's
+    first retrieval does with ``hyde=true``); bootstrapping keeps a demo whose passage found a gold chunk."""
+    from rag.eval.metrics import recall_at_k
+    from rag.retrieval.expansion import Expansion
+
+    def hyde_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+        passage = " ".join(str(getattr(pred, "passage", "") or "").split())
+        hits = retriever.retrieve(example.question, k=k, expansion=Expansion(passage=passage or None)).hits
+        recall = recall_at_k([h.chunk_id for h in hits], set(example.gold_ids), k)
+        return float(recall > 0) if trace is not None else recall
+    return hyde_metric
 
 
 def make_answerer_metric(judge: dspy.Module, judge_lm: dspy.BaseLM | None) -> Callable[..., float]:

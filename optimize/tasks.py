@@ -16,6 +16,7 @@ import dspy
 from optimize.roles import (
     AnswerStep,
     GradeStep,
+    HydeStep,
     JudgeStep,
     RewriteStep,
     RoleTask,
@@ -23,11 +24,13 @@ from optimize.roles import (
     answerer_example,
     grader_example,
     grader_metric,
+    hyde_example,
     judge_example,
     judge_metric,
     label_item_id,
     make_agent_metric,
     make_answerer_metric,
+    make_hyde_metric,
     make_rewriter_metric,
     rewriter_example,
 )
@@ -125,6 +128,13 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
                                    f"rag eval --config full --split {{split}} --limit 12, then rag calibrate --run RUN_DIR")
         tasks["judge"] = RoleTask("judge", JudgeStep(), judge_metric, **splits, calls_per_example=1)
 
+    if "hyde" in roles:
+        by_id = retriever.index.by_id
+        pairs = [(i.split, hyde_example(i, gold[i.id], _start(by_id[sorted(gold[i.id])[0]].text, HYDE_DEMO_CHARS)))
+                 for i in answerable]
+        tasks["hyde"] = RoleTask("hyde", HydeStep(), make_hyde_metric(retriever, k), **_by_split(pairs, "hyde"),
+                                 calls_per_example=1)
+
     if "agent" in roles:
         from rag.agent.module import Sieve
 
@@ -137,6 +147,15 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         calls = 2 * settings.max_rewrites + 3
         tasks["agent"] = RoleTask("agent", agent, metric, **splits, calls_per_example=calls)
     return tasks
+
+
+HYDE_DEMO_CHARS = 400  # a labelled HyDE demo shows this much of a gold chunk: the length the signature asks for
+
+
+def _start(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    cut = text.rfind(" ", 0, limit)
+    return text if len(text) <= limit else text[: cut if cut > limit // 2 else limit]
 
 
 class _Shared(dict):

@@ -41,6 +41,11 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 
 
+def where_pairs(where: str) -> list[str]:
+    """The ``where`` setting as ``--where`` pairs: ``"category=travel;version=2"`` -> two pairs."""
+    return [p.strip() for p in str(where or "").split(";") if p.strip()]
+
+
 def default_index_dir() -> Path:
     return sieve_home() / "index"
 
@@ -72,6 +77,9 @@ class Settings:
     # version post-filter: of several versions of one document (the same `document` metadata), keep the newest
     # (by version, else effective date) and note in the trace which passages it dropped
     latest_only: bool = False
+    # metadata filters every search applies (rag.retrieval.filters): "field=value[,value...]", several joined by
+    # ";" (e.g. "category=travel;version=2"); "" = none. `rag search/ask/eval --where` set it per command
+    where: str = ""
     # token budget of the passages in one grade or answer call, counted with the role model's tokenizer (an
     # estimate for hosted models): the lowest-ranked passages are left out first, the trace says which; 0 = none
     context_tokens: int = 0
@@ -165,6 +173,10 @@ class Settings:
                      "max_file_mb", "rerank_depth", "rerank_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.where:
+            from rag.retrieval.filters import parse_where
+
+            parse_where(where_pairs(self.where))
         if self.context_tokens < 0:
             raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
         if not 0 <= self.expand_queries <= 8:

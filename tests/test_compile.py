@@ -565,3 +565,28 @@ def test_judge_examples_read_the_passages_the_labelled_answer_cites(setup, tmp_p
     cited = examples["a1"].context
     assert "[with#001]" in cited and "wrap the execution of a block" in cited and "gone#009" not in cited
     assert examples["u1"].context == "(no passages)"
+
+
+def test_the_hyde_stage_compiles_against_recall_and_applies_to_an_agent_with_hyde_on(setup):
+    """No judge: the metric is whether the question plus the hypothetical passage retrieves the gold chunk."""
+    from rag.retrieval.expansion import QueryExpander
+    from rag.retrieval.retriever import Retriever
+
+    settings, golden, lms = setup
+    hyde_lm = DummyLM({"`[[ ## passage ## ]]`": {"passage": "The with statement wraps the execution of a block "
+                                                             "with methods defined by a context manager."}})
+    result = compile_program(settings, golden=golden, roles=["hyde"], out="hyde", show_progress=False,
+                             lms={**lms, "rewriter": hyde_lm})
+    m = result.artifact.manifest
+    assert set(m["scores"]) == {"hyde"} and m["golden"]["sizes"]["hyde"] == {"train": 2, "dev": 1, "test": 1}
+    assert 0 <= m["scores"]["hyde"]["dev_before"] <= 1
+    state = json.loads(result.artifact.program_path.read_text())
+    demos = state["expander.hyde"]["demos"]
+    assert demos and all(d.get("passage") for d in demos)
+    retriever = Retriever.from_settings(settings)
+    on = Sieve(retriever, top_k=3, expander=QueryExpander(0, hyde=True))
+    artifacts.apply(on, artifacts.load(result.artifact.path))
+    assert len(on.expander.hyde.demos) == len(demos)
+    off = Sieve(retriever, top_k=3)  # hyde off: the artifact still loads, its HyDE demos have nowhere to go
+    artifacts.apply(off, artifacts.load(result.artifact.path))
+    assert off.expander is None

@@ -217,6 +217,31 @@ def test_a_filter_on_an_unknown_field_or_matching_nothing_says_what_the_index_ha
         parse_where(["category"])
 
 
+def test_the_where_setting_filters_every_search_and_rag_eval_takes_where_and_a_config(policy_index, tmp_path):
+    from rag.config import load_settings
+    from tests.catalogue_support import run_cli
+
+    s = load_settings({"index_dir": policy_index.dir, "where": "category=travel;version=2"})
+    assert [h.chunk_id for h in Retriever.from_settings(s).search("hotel rate")] == ["travel/b#000"]
+    with pytest.raises(ConfigError, match="expected field=value"):
+        load_settings({"where": "category"})
+    golden = tmp_path / "g.jsonl"
+    golden.write_text(json.dumps({"id": "t1", "type": "answerable", "question": "What is the hotel rate in Tier 1?",
+                                  "reference_answer": "375 USD", "should_refuse": False, "split": "dev",
+                                  "relevant_chunk_ids": ["travel/b#000"]}) + "\n", encoding="utf-8")
+    args = ["eval", "--retrieval-only", "--golden", golden, "--index-dir", policy_index.dir, "--k", "1", "--json"]
+    filtered = run_cli(*args, "--where", "category=travel", "--where", "version=2")
+    assert filtered.code == 0 and json.loads(filtered.out)["recall@1"] == 1.0
+    wrong = run_cli(*args, "--where", "categry=travel")
+    assert wrong.code == 1 and wrong.lines == ["Error: --where: this index has no field 'categry'; its fields: "
+                                               + wrong.lines[0].split("its fields: ")[1]]
+    assert "Traceback" not in wrong.err and "category" in wrong.lines[0]
+    configured = run_cli(*args, "--config", "hybrid")  # a named configuration's retrieval settings, no agent
+    assert configured.code == 0 and json.loads(configured.out)["mode"] == "hybrid"
+    needs = run_cli(*args, "--config", "hybrid_rerank")
+    assert needs.code == 1 and "--set reranker=lm" in needs.err
+
+
 def test_the_version_filter_keeps_the_newest_version_and_notes_what_it_dropped(policy_index):
     everything = Retriever(policy_index, top_k=4).search("maximum hotel rate Tier 1")
     assert {"travel/a#000", "travel/b#000"} <= {h.chunk_id for h in everything}

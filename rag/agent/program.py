@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dspy
 
@@ -34,6 +35,26 @@ class Program:
             why = "no artifact in artifacts/ fits with a dev gain beyond noise" if self.artifacts_looked else "--no-artifact"
             return f"uncompiled signatures ({why})"
         return f"compiled artifact {self.artifact.name} ({self.artifact.manifest.get('optimizer', '?')})"
+
+
+def with_query_stages(retriever: Any, settings: Settings) -> Any:
+    """``retriever`` with the LM query stages ``settings`` turn on (expansion, HyDE, the LM reranker) running on the
+    rewriter's model, for a search without the agent (``rag search``, ``rag eval --retrieval-only``); configures DSPy
+    only when a stage needs a model."""
+    from rag.retrieval.expansion import QueryExpander
+
+    listwise = getattr(retriever.reranker, "listwise", False)
+    if not (settings.expand_queries or settings.hyde or listwise):
+        return retriever
+    from rag.lm.configure import configure_dspy, lms_for_roles
+
+    configure_dspy(settings)
+    lm = lms_for_roles(settings)["rewriter"]
+    if settings.expand_queries or settings.hyde:
+        retriever.expander = QueryExpander(settings.expand_queries, settings.hyde, lm=lm)
+    if listwise:
+        retriever.reranker.lm = lm
+    return retriever
 
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:

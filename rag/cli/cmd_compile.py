@@ -19,8 +19,9 @@ from rag.cli.common import (
 def compile_cmd(
     optimizer: str = typer.Option("bootstrap", help="bootstrap, random-search, mipro or gepa."),
     roles: str = typer.Option("grader,rewriter,answerer",
-                              help="Comma-separated roles (grader, rewriter, answerer, judge), all, or agent (the "
-                                   "whole program end to end). The judge needs human labels."),
+                              help="Comma-separated roles (grader, rewriter, answerer, judge), all, agent (the "
+                                   "whole program end to end) or hyde (the HyDE query stage, scored by Recall@k: no "
+                                   "judge). The judge needs human labels."),
     golden: Optional[Path] = typer.Option(None, readable=False, help="Golden set (JSONL) with train/dev/test splits (default: the project's golden/python_ref.jsonl, wherever you run it)."),
     labels: Optional[Path] = typer.Option(None, readable=False, help="Human judge labels (default golden/judge_labels.jsonl)."),
     budget: Optional[int] = typer.Option(None, help="Cap on LM calls: splits are trimmed until the plan fits."),
@@ -55,6 +56,8 @@ def compile_cmd(
         rag compile --optimizer gepa --roles grader --max-examples 4,4,10 --budget 150
 
         rag compile --roles agent --max-examples 4 --dry-run
+
+        rag compile --roles hyde --out hyde-bootstrap
 
         rag compile --max-demos 1 --out qwen-bootstrap
     """

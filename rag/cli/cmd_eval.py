@@ -34,6 +34,7 @@ def eval_cmd(
     mode: Optional[str] = typer.Option(None, "--mode", "-m", help="bm25 | dense | hybrid (default: hybrid; with --config: the config's)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting, key=value (repeatable)."),
+    where: Optional[list[str]] = typer.Option(None, "--where", help="Search only passages whose metadata matches, field=value[,value] (repeatable; fields: rag index --info)."),
     gate: Optional[Path] = typer.Option(None, "--gate", readable=False, help="Thresholds JSON; exit 1 when a metric is out of bounds."),
     threads: Optional[int] = typer.Option(None, "--threads", help="Parallel items (default: 1 for the embedded model, else 4)."),
     out: Optional[Path] = typer.Option(None, "--out", readable=False, help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
@@ -58,6 +59,8 @@ def eval_cmd(
       rag eval --config full --limit 6 --repeat 3     # run-to-run spread, cache off
       rag eval --config full --ray auto --workers 8  # items on the Ray cluster of `ray start`
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
+      rag eval --retrieval-only --config deep --split dev    # a configuration's query stages, scored by Recall@k
+      rag eval --config full --where category=travel --golden travel.jsonl
     """
     clean_warnings()
     at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
@@ -71,6 +74,7 @@ def eval_cmd(
         raise SieveError("--artifact NAME runs that compiled program and --no-artifact none; give one of them")
     if quiet:
         quiet_loading()
+    where_set = [f"where={';'.join(where)}"] if where else []  # the `where` setting: every search of the run
     if retrieval_only:
         from rag.errors import InputError
         from rag.eval.golden import load_golden
@@ -79,12 +83,20 @@ def eval_cmd(
         from rag.paths import golden_path
         from rag.retrieval.retriever import Retriever
 
-        agent_only = {"--config": config, "--out": out, "--threads": threads, "--no-judge": no_judge or None,
+        agent_only = {"--out": out, "--threads": threads, "--no-judge": no_judge or None,
                       "--artifact": artifact, "--no-artifact": no_artifact or None, "--repeat": repeat, "--ray": ray}
         if any(v is not None for v in agent_only.values()):
             raise InputError(f"--retrieval-only runs no agent, so {', '.join(f for f, v in agent_only.items() if v is not None)} "
                              "would be ignored; drop it, or drop --retrieval-only")
-        settings = settings_from(sets, index_dir=index_dir, mode=mode, top_k=k)
+        if config is not None:  # the configuration's retrieval settings (its query stages), under --set/--mode/--k
+            from rag.eval.presets import resolve_config
+
+            settings, skipped = resolve_config(config, list(sets or []) + where_set + ([f"top_k={k}"] if k else [])
+                                               + ([f"mode={mode}"] if mode else []), index_dir)
+            if skipped:
+                raise SieveError(skipped)
+        else:
+            settings = settings_from(list(sets or []) + where_set, index_dir=index_dir, mode=mode, top_k=k)
         kk = settings.top_k
         names = (f"recall@{kk}", f"mrr@{kk}", f"hit@{kk}", f"needle_recall@{kk}", f"all_needles@{kk}")
         if gate is not None:  # checked before any scoring
@@ -92,6 +104,10 @@ def eval_cmd(
         items = select_items(load_golden(golden_path(golden)), split or "all")
         items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
+        if settings.expand_queries or settings.hyde or str(settings.reranker).lower() == "lm":
+            from rag.agent.program import with_query_stages
+
+            with_query_stages(retriever, settings)  # the LM stages on the rewriter's model
         on_interrupt("retrieval-only scoring keeps no partial results and spends no model calls; run the same command again")
         report = retrieval_report(items, retriever, k=kk, mode=settings.mode, strict_gold=strict_gold)
         if as_json:
@@ -116,7 +132,7 @@ def eval_cmd(
     if config is None:
         raise SieveError("rag eval needs --config NAME (baseline, hybrid, hybrid_rerank, full; --config list shows "
                          "them) or --retrieval-only")
-    pairs = (list(sets or []) + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
+    pairs = (list(sets or []) + where_set + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
              + ([f"artifact={artifact}"] if artifact else []))
     on_interrupt("finished items are kept in the run folder; run the same command again to resume")
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,

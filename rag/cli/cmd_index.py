@@ -110,18 +110,11 @@ def search_cmd(
     at_least(1, k=k)
     check_readable(index_dir, "--index-dir")  # before the index loads
     settings = settings_from(sets, index_dir=index_dir, mode=mode, top_k=k)
-    retriever = Retriever.from_settings(settings, where=parse_where(where))
-    if settings.expand_queries or settings.hyde:  # the query stages need a model: the rewriter's
-        from rag.lm.configure import configure_dspy, lms_for_roles
-        from rag.retrieval.expansion import QueryExpander
+    retriever = Retriever.from_settings(settings, **({"where": parse_where(where)} if where else {}))
+    if settings.expand_queries or settings.hyde or str(settings.reranker).lower() == "lm":  # else no DSPy import
+        from rag.agent.program import with_query_stages
 
-        configure_dspy(settings)
-        retriever.expander = QueryExpander(settings.expand_queries, settings.hyde, lm=lms_for_roles(settings)["rewriter"])
-    if getattr(retriever.reranker, "listwise", False):  # the LM reranker: the rewriter's model too
-        from rag.lm.configure import configure_dspy, lms_for_roles
-
-        configure_dspy(settings)
-        retriever.reranker.lm = lms_for_roles(settings)["rewriter"]
+        with_query_stages(retriever, settings)  # expansion, HyDE, the LM reranker: on the rewriter's model
     found = retriever.retrieve(query)
     hits = found.hits
     if as_json:

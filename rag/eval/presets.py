@@ -54,7 +54,8 @@ def resolve_config(name: str, set_pairs: list[str] | None = None, index_dir: Pat
         base = load_settings(cli)
         if getattr(base, requires, None) in (None, "", False):
             return None, (f"config {name!r} needs {requires} to be set and it is not; "
-                          f"set one with --set {requires}=NAME_OR_PATH (or SIEVE_{requires.upper()})")
+                          f"set one with --set {requires}=" + ("lm (the LM reranker) or a cross-encoder NAME_OR_PATH"
+                          if requires == "reranker" else "NAME_OR_PATH") + f" (or SIEVE_{requires.upper()})")
     return load_settings({**table, **cli}), None
 
 

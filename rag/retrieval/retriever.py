@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag.config import MODES, Settings
+from rag.config import MODES, Settings, where_pairs
 from rag.errors import ConfigError, InputError
 from rag.index.store import Index
 from rag.retrieval import filters
@@ -145,7 +145,8 @@ class Retriever:
         index = Index.load(settings.index_dir, settings)
         kwargs = dict(mode=settings.mode, top_k=settings.top_k, candidates=settings.candidates, rrf_k=settings.rrf_k,
                       reranker=settings.reranker, dedupe=settings.dedupe, expansion_weight=settings.expansion_weight,
-                      latest_only=settings.latest_only, rerank_depth=settings.rerank_depth)
+                      latest_only=settings.latest_only, rerank_depth=settings.rerank_depth,
+                      where=filters.parse_where(where_pairs(settings.where)))
         if str(settings.reranker or "").lower() == "lm":  # the LM reranker, on the configured dspy LM unless given one
             from rag.retrieval.rerank import LMReranker
 
