@@ -36,7 +36,7 @@ from benchmarks.retrieval import NEEDLE_SWAP, aegis_items  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
 from rag.config import Settings, load_settings  # noqa: E402
 from rag.eval.golden import GoldenItem, gold_chunk_ids, load_golden  # noqa: E402
-from rag.eval.metrics import mrr_at_k, needle_recall, recall_at_k, with_duplicates  # noqa: E402
+from rag.eval.metrics import hits_recall, mrr_at_k, needle_recall, with_duplicates  # noqa: E402
 from rag.paths import golden_path  # noqa: E402
 from rag.retrieval.expansion import Expansion, QueryExpander  # noqa: E402
 from rag.retrieval.rerank import LMReranker  # noqa: E402
@@ -66,9 +66,10 @@ def _gold_metrics(chunks: list[Any]) -> dict[str, Callable]:
         return with_duplicates(gold_chunk_ids(item, chunks), hits)
 
     return {
-        "Recall@4": lambda i, h: recall_at_k(_ids(h), gold(i, h), 4) if gold(i, h) else None,
-        "MRR@4": lambda i, h: mrr_at_k(_ids(h), gold(i, h), 4) if gold(i, h) else None,
-        "Recall@8": lambda i, h: recall_at_k(_ids(h), gold(i, h), 8) if gold(i, h) else None,
+        # as rag eval --retrieval-only scores it: a hit brings its left-out duplicates (rag.eval.metrics.hits_recall)
+        "Recall@4": lambda i, h: hits_recall(h[:4], gold(i, h[:4])) if gold(i, h) else None,
+        "MRR@4": lambda i, h: mrr_at_k(_ids(h), gold(i, h[:4]), 4) if gold(i, h) else None,
+        "Recall@8": lambda i, h: hits_recall(h[:8], gold(i, h[:8])) if gold(i, h) else None,
     }
 
 

@@ -80,6 +80,10 @@ class Settings:
     # metadata filters every search applies (rag.retrieval.filters): "field=value[,value...]", several joined by
     # ";" (e.g. "category=travel;version=2"); "" = none. `rag search/ask/eval --where` set it per command
     where: str = ""
+    # category pre-filter (rag.retrieval.categories): the rewriter's model picks up to two of the index's
+    # categories (the folder a document sits in) and only they are searched, the whole index when it picks none;
+    # never with an explicit where
+    route_categories: bool = False
     # token budget of the passages in one grade or answer call, counted with the role model's tokenizer (an
     # estimate for hosted models): the lowest-ranked passages are left out first, the trace says which; 0 = none
     context_tokens: int = 0

@@ -242,6 +242,26 @@ def test_the_where_setting_filters_every_search_and_rag_eval_takes_where_and_a_c
     assert needs.code == 1 and "--set reranker=lm" in needs.err
 
 
+def test_the_category_router_searches_the_chosen_categories_and_falls_back_to_the_whole_index(policy_index):
+    from rag.retrieval.categories import CategoryRouter, clean_choices, index_categories
+
+    assert index_categories(policy_index) == ["security", "travel", "work policies/leave"]
+    assert clean_choices([" Travel ", "finance", "travel", "security", "work policies/leave"],
+                         index_categories(policy_index)) == ["travel", "security"]
+    dspy.configure(lm=DummyLM([{"chosen": ["travel"]}, {"chosen": ["finance"]}, {"chosen": ["security"]}]))
+    r = Retriever(policy_index, top_k=2, router=CategoryRouter())
+    routed = r.retrieve("What is the hotel rate?")
+    assert {h.chunk_id for h in routed.hits} == {"travel/a#000", "travel/b#000"} and routed.routing.chosen == ["travel"]
+    assert any("route: category=travel: 2 of 4 passages searched" in n for n in routed.notes)
+    unknown = r.retrieve("What is the hotel rate?", k=3)  # a category the index lacks: the whole index
+    assert unknown.routing.chosen == [] and any("whole index is searched" in n for n in unknown.notes)
+    assert len(unknown.hits) == 3
+    too_few = r.retrieve("password length", k=2)  # security holds 1 passage, fewer than k
+    assert any("holds 1 passages, fewer than 2" in n for n in too_few.notes) and len(too_few.hits) == 2
+    explicit = r.retrieve("hotel", where={"category": ["work policies"]})  # --where wins: no router call
+    assert explicit.routing is None and [h.chunk_id for h in explicit.hits] == ["hr/leave#000"]
+
+
 def test_the_version_filter_keeps_the_newest_version_and_notes_what_it_dropped(policy_index):
     everything = Retriever(policy_index, top_k=4).search("maximum hotel rate Tier 1")
     assert {"travel/a#000", "travel/b#000"} <= {h.chunk_id for h in everything}

@@ -53,7 +53,7 @@ class Sieve(dspy.Module):
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
                  subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0,
-                 reranker: Any = None):
+                 reranker: Any = None, router: Any = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -71,6 +71,7 @@ class Sieve(dspy.Module):
         # the LM reranker the retriever calls (rag.retrieval.rerank), held here too so it is one of the program's
         # predictors: compiled, saved and loaded with the others
         self.reranker = reranker
+        self.router = router  # the category pre-filter the retriever calls (rag.retrieval.categories), held likewise
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
@@ -101,8 +102,8 @@ class Sieve(dspy.Module):
         expansion = self._expand(query, step)
         with program_demos(self):
             found = self.retriever.retrieve(query, k=self.top_k, expansion=expansion)
-        if found.reranking is not None:
-            for stats in found.reranking.calls.values():
+        for stage in (found.routing, found.reranking):
+            for stats in (stage.calls.values() if stage is not None else ()):
                 _add_cost(step, stats)
         step.latency_ms = (time.perf_counter() - start) * 1000
         step.notes.extend(found.notes)

@@ -44,7 +44,7 @@ def with_query_stages(retriever: Any, settings: Settings) -> Any:
     from rag.retrieval.expansion import QueryExpander
 
     listwise = getattr(retriever.reranker, "listwise", False)
-    if not (settings.expand_queries or settings.hyde or listwise):
+    if not (settings.expand_queries or settings.hyde or listwise or settings.route_categories):
         return retriever
     from rag.lm.configure import configure_dspy, lms_for_roles
 
@@ -54,6 +54,10 @@ def with_query_stages(retriever: Any, settings: Settings) -> Any:
         retriever.expander = QueryExpander(settings.expand_queries, settings.hyde, lm=lm)
     if listwise:
         retriever.reranker.lm = lm
+    if settings.route_categories:
+        from rag.retrieval.categories import CategoryRouter
+
+        retriever.router = CategoryRouter(lm=lm)
     return retriever
 
 
@@ -69,12 +73,16 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
     reranker = retriever.reranker if getattr(retriever.reranker, "listwise", False) else None
     if reranker is not None:
         reranker.lm = lms.get("rewriter")
+    if settings.route_categories:
+        from rag.retrieval.categories import CategoryRouter
+
+        retriever.router = CategoryRouter(lm=lms.get("rewriter"))
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
                   answer_context=settings.answer_context, id_choices=settings.id_choices,
                   subject_shortcut=settings.subject_shortcut,
                   expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
-                  context_tokens=settings.context_tokens, reranker=reranker)
+                  context_tokens=settings.context_tokens, reranker=reranker, router=retriever.router)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

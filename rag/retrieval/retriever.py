@@ -47,6 +47,7 @@ from rag.index.store import Index
 from rag.retrieval import filters
 
 if TYPE_CHECKING:  # the query stages import DSPy; a search without them (rag search) never does
+    from rag.retrieval.categories import Routing
     from rag.retrieval.expansion import Expansion
     from rag.retrieval.rerank import Reranking
 
@@ -84,6 +85,7 @@ class Retrieval:
     notes: list[str] = field(default_factory=list)
     expansion: Expansion | None = None  # the rephrasings and hypothetical passage searched with the query
     reranking: Reranking | None = None  # the LM reranker's order and its call (rag.retrieval.rerank)
+    routing: Routing | None = None  # the categories the category pre-filter chose (rag.retrieval.categories)
 
 
 def _rows(ranked: list[tuple[int, float]]) -> list[int]:
@@ -115,7 +117,8 @@ class Retriever:
     def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 60,
                  reranker: Any = None, weights: dict[str, float] | None = None, rerank_depth: int = RERANK_DEPTH,
                  max_query_chars: int = MAX_QUERY_CHARS, dedupe: bool = True, expansion_weight: float = 1.0,
-                 latest_only: bool = False, where: dict[str, list[str]] | None = None, expander: Any = None) -> None:
+                 latest_only: bool = False, where: dict[str, list[str]] | None = None, expander: Any = None,
+                 router: Any = None) -> None:
         self.index = index
         self.mode = _check_mode(mode)
         for name, value in (("top_k", top_k), ("candidates", candidates), ("rrf_k", rrf_k), ("rerank_depth", rerank_depth),
@@ -132,6 +135,8 @@ class Retriever:
         self.expansion_weight = float(expansion_weight)  # RRF weight of each expansion list (the query's own weigh 1)
         self.expander = expander  # a QueryExpander run on each search that brings no expansion of its own
         self.where = dict(where or {})  # filters every search applies unless it names its own (--where)
+        self.router = router  # a CategoryRouter choosing categories for a search without filters of its own
+        self._categories: list[str] | None = None
         self.latest_only = latest_only  # drop chunks of superseded document versions (rag.retrieval.filters)
         self._newest_versions: dict[str, tuple] | None = None
         self._words: dict[int, str | None] = {}  # row -> its words (dedupe), computed once per chunk
@@ -242,6 +247,8 @@ class Retriever:
         allowed = filters.allowed_rows(self.index, where) if where else None
         if allowed is not None:
             out.notes.append(f"filter {filters.describe(where)}: {len(allowed)} of {len(self.index)} passages searched")
+        elif self.router is not None:
+            allowed = self._route(text, k, out)
         stages: dict[int, dict[str, dict[str, Any]]] = {}
 
         def note(stage: str, ranked: list[tuple[int, float]]) -> list[int]:
@@ -315,6 +322,26 @@ class Retriever:
         out.notes.extend(reranking.notes)
         listed = [pool[i] for i in reranking.order]
         return rrf_fuse({"fused": final, "lm": listed}, self.rrf_k, {"fused": 1.0, "lm": self.reranker.weight}), listed
+
+    def _route(self, text: str, k: int, out: Retrieval) -> set[int] | None:
+        """The rows of the categories the router chose, or None (the whole index) when it chose none or they hold
+        fewer than ``k`` passages."""
+        from rag.retrieval.categories import index_categories
+
+        if self._categories is None:
+            self._categories = index_categories(self.index)
+        routing = out.routing = self.router(text, self._categories)
+        out.notes.extend(routing.notes)
+        if not routing.chosen:
+            return None
+        where = {"category": routing.chosen}
+        rows = filters.allowed_rows(self.index, where)
+        if len(rows) < k:
+            out.notes.append(f"route: {filters.describe(where)} holds {len(rows)} passages, fewer than {k}; "
+                             "the whole index is searched")
+            return None
+        out.notes.append(f"route: {filters.describe(where)}: {len(rows)} of {len(self.index)} passages searched")
+        return rows
 
     def _newest(self) -> dict[str, tuple]:
         if self._newest_versions is None:
