@@ -1,27 +1,31 @@
 """Query stages, each alone and together, on three corpora: what each adds to the first retrieval, and what it costs.
 
     python benchmarks/retrieval_stages.py --out benchmarks/results/retrieval_stages.md
-    python benchmarks/retrieval_stages.py --only polygraph --stages expand,hyde --n-queries 3
+    python benchmarks/retrieval_stages.py --only polygraph --variants hybrid,hyde,rerank --n-queries 3
 
-Per corpus, one table: the plain hybrid retrieval, then ``expand`` (``--n-queries`` rephrasings by the Expander
-signature), ``hyde`` (a hypothetical passage searched by embedding), and both, on the embedded model by default
-(``--model``). Every figure has its 95% interval and n; each stage is compared with plain hybrid on the same items
-(paired: sign-flip p for means, McNemar for shares). LM calls, seconds and tokens per question are measured; the
-Groq cost is estimated from those tokens at ``rag.usage.pricing``'s price of the production rewriter model.
+Per corpus, one table: the plain hybrid retrieval, then each LM stage alone and in pairs: ``expand``
+(``--n-queries`` rephrasings by the Expander signature), ``hyde`` (a hypothetical passage searched by embedding),
+``rerank`` (the LM reranker's one listwise call, fused with the first stage's order) and ``route`` (the category
+pre-filter; only Aegis has categories), on the embedded model by default (``--model``). Every figure has its 95%
+interval and n; each stage is compared with plain hybrid on the same items (paired: sign-flip p for means,
+McNemar for shares). LM calls, seconds and tokens per question are measured; the Groq cost is estimated from
+those tokens at ``rag.usage.pricing``'s price of the production rewriter model.
 
 * **polygraph** (``../shared/benchmarks/polygraph``): the dev half's 25 items with gold; Recall@4, MRR@4, Recall@8.
 * **aegis**: the 13 hard and held-out questions with needles (needles found@8, questions with every needle@8), and
   the 27 single-fact questions (their source document among the top 8).
 * **builtin**: the golden set's ``--splits`` (default train,dev: test is for reporting, ``--splits test`` once).
 
-The LM's outputs go to the DSPy cache (``SIEVE_HOME``), so a rerun costs nothing and an interrupted run resumes;
-cached calls are counted apart and their seconds are not the model's.
+Recall counts a hit's left-out duplicates as retrieved, as ``rag eval --retrieval-only`` does. The LM's outputs go
+to the DSPy cache (``SIEVE_HOME``), so a rerun costs nothing and an interrupted run resumes; what each call cost
+when the model ran it is kept in ``stage_costs.jsonl`` beside the indexes, so a cached rerun still reports it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -38,13 +42,14 @@ from rag.config import Settings, load_settings  # noqa: E402
 from rag.eval.golden import GoldenItem, gold_chunk_ids, load_golden  # noqa: E402
 from rag.eval.metrics import hits_recall, mrr_at_k, needle_recall, with_duplicates  # noqa: E402
 from rag.paths import golden_path  # noqa: E402
+from rag.retrieval.categories import CategoryRouter  # noqa: E402
 from rag.retrieval.expansion import Expansion, QueryExpander  # noqa: E402
 from rag.retrieval.rerank import LMReranker  # noqa: E402
 from rag.retrieval.retriever import Retriever  # noqa: E402
 from rag.stats.intervals import compare_paired, mean_interval, wilson  # noqa: E402
 
 VARIANTS = {"hybrid": (), "expand": ("expand",), "hyde": ("hyde",), "expand+hyde": ("expand", "hyde"),
-            "rerank": ("rerank",), "hyde+rerank": ("hyde", "rerank")}
+            "rerank": ("rerank",), "hyde+rerank": ("hyde", "rerank"), "route": ("route",), "hyde+route": ("hyde", "route")}
 
 
 @dataclass
@@ -207,13 +212,16 @@ def expansions(corpus: Corpus, expander: QueryExpander, stages: set[str], ledger
 
 
 def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost], variants: list[str],
-          price: Callable[[int, int], float], reranker: LMReranker, ledger: Ledger, progress: bool) -> list[str]:
+          price: Callable[[int, int], float], reranker: LMReranker, router: CategoryRouter, ledger: Ledger,
+          progress: bool) -> list[str]:
     scores: dict[str, dict[str, list[float]]] = {}
     costs: dict[str, dict[str, Cost]] = {}  # variant -> stage -> its calls' cost
     for variant in variants:
         wanted = VARIANTS[variant]
         per = {m: [] for m in corpus.metrics}
         corpus.retriever.reranker = reranker if "rerank" in wanted else None
+        corpus.retriever.router = router if "route" in wanted else None
+        routed = Cost()
         reranked = Cost()
         for n, item in enumerate(corpus.items, 1):
             full = expanded.get(item.id) or Expansion()
@@ -224,16 +232,19 @@ def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost],
             if found.reranking is not None and "rerank" in found.reranking.calls:
                 ledger.charge(reranked, f"{corpus.name}|{variant}|d{reranker.depth}c{reranker.passage_chars}|{item.id}",
                               found.reranking.calls["rerank"])
-            if progress and "rerank" in wanted:
+            if found.routing is not None and "route" in found.routing.calls:
+                ledger.charge(routed, f"{corpus.name}|route|{item.id}", found.routing.calls["route"])
+            if progress and {"rerank", "route"} & set(wanted):
                 print(f"\r{corpus.name}: {variant} {n}/{len(corpus.items)}", end="", file=sys.stderr, flush=True)
             for m, fn in corpus.metrics.items():
                 v = fn(item, hits)
                 per[m].append(float("nan") if v is None else v)
-        if progress and "rerank" in wanted:
+        if progress and {"rerank", "route"} & set(wanted):
             print(file=sys.stderr)
-        costs[variant] = {**{st: cost[st] for st in wanted if st in cost}, **({"rerank": reranked} if "rerank" in wanted else {})}
+        costs[variant] = {**{st: cost[st] for st in wanted if st in cost}, **({"rerank": reranked} if "rerank" in wanted else {}),
+                          **({"route": routed} if "route" in wanted else {})}
         scores[variant] = per
-    corpus.retriever.reranker = None
+    corpus.retriever.reranker = corpus.retriever.router = None
     n = len(corpus.items)
     head = ["| configuration | " + " | ".join(corpus.metrics) + " | LM calls / q | model s / q | tokens / q | Groq $ / 1k q |",
             "| --- |" + " --- |" * (len(corpus.metrics) + 4)]
@@ -268,6 +279,16 @@ def table(corpus: Corpus, expanded: dict[str, Expansion], cost: dict[str, Cost],
     if corpus.note:
         notes.append(corpus.note)
     return [f"## {corpus.name}", "", *notes, "", *head, *rows, ""]
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU not recorded"
 
 
 def groq_price(settings: Settings) -> Callable[[int, int], float]:
@@ -328,8 +349,10 @@ def main(argv: list[str] | None = None) -> int:
                           settings.rerank_weight, lm=lm)
     for corpus in corpora:
         expanded, cost = expansions(corpus, QueryExpander(args.n_queries, True, lm=lm), stages, ledger, not args.quiet)
-        lines += table(corpus, expanded, cost, variants, price, reranker, ledger, not args.quiet)
+        lines += table(corpus, expanded, cost, variants, price, reranker, CategoryRouter(lm=lm), ledger, not args.quiet)
     lines.append(f"Wall time {time.time() - started:.0f} s.")
+    lines += ["", f"Machine: {_cpu()}, {os.cpu_count()} CPUs, 1-min load average at the end {os.getloadavg()[0]:.1f} "
+              "(the model's seconds are from the run that made each call; other work running inflates them)."]
     emit(lines, args.out)
     return 0
 

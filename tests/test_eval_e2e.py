@@ -54,3 +54,27 @@ def test_gated_eval_on_the_embedded_model(tmp_path):
     again = CliRunner().invoke(app, args)
     assert [json.loads(line)["id"] for line in (out / "results.jsonl").read_text().splitlines()] == [r["id"] for r in records]
     assert again.exit_code == result.exit_code
+
+
+def test_the_deep_configuration_runs_end_to_end_on_the_embedded_model(tmp_path):
+    """`deep` = full + HyDE: the hypothetical passage is written by the embedded model, searched, recorded in the
+    retrieve step and costed there; the rewrite loop still runs on top of it. Retrieval-only `deep` runs HyDE too."""
+    from tests.retrieval_support import small_index
+
+    rows = [json.loads(line) for line in (PROJECT_ROOT / "golden" / "python_ref.jsonl").read_text().splitlines()]
+    golden = tmp_path / "one.jsonl"
+    golden.write_text("".join(json.dumps({**r, "split": "test"}) + "\n" for r in rows if r["id"] == IDS[0]))
+    out = tmp_path / "run"
+    args = ["eval", "--config", "deep", "--golden", str(golden), "--index-dir", str(small_index().dir), "--out", str(out),
+            "--json", "--quiet", "--no-judge", "--set", "max_rewrites=1", "--set", "top_k=3"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr[-2000:]
+    record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    first = record["prediction"]["trace"]["steps"][0]
+    assert first["node"] == "retrieve" and first["hyde"] and first["tokens_out"] > 0
+    assert any("dense:hyde" in (h["stages"]["expand"].get("found_by") or []) for h in first["hits"])
+    assert json.loads((out / "run.json").read_text())["config"]["hyde"] is True
+    retrieval = CliRunner().invoke(app, ["eval", "--retrieval-only", "--config", "deep", "--golden", str(golden),
+                                         "--index-dir", str(small_index().dir), "--json", "--k", "3"])
+    assert retrieval.exit_code == 0, retrieval.stderr[-2000:]
+    assert json.loads(retrieval.stdout[retrieval.stdout.index("{"):])["items"] == 1

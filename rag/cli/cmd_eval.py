@@ -24,7 +24,7 @@ from rag.errors import SieveError
 
 @app.command("eval")
 def eval_cmd(
-    config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full (list: show them)."),
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="Named configuration: baseline, hybrid, hybrid_rerank, full, deep (list: show them; with --retrieval-only: its retrieval settings)."),
     golden: Optional[Path] = typer.Option(None, "--golden", readable=False, help="Golden set JSONL (default: golden/python_ref.jsonl)."),
     split: Optional[str] = typer.Option(None, "--split", help="train | dev | test | all (default: test; all with --retrieval-only)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only N items of the split (a sample stratified by question type)."),
@@ -130,7 +130,7 @@ def eval_cmd(
             err(f"gate passed ({gate})")
         return
     if config is None:
-        raise SieveError("rag eval needs --config NAME (baseline, hybrid, hybrid_rerank, full; --config list shows "
+        raise SieveError("rag eval needs --config NAME (baseline, hybrid, hybrid_rerank, full, deep; --config list shows "
                          "them) or --retrieval-only")
     pairs = (list(sets or []) + where_set + ([f"top_k={k}"] if k else []) + ([f"mode={mode}"] if mode else [])
              + ([f"artifact={artifact}"] if artifact else []))
