@@ -186,13 +186,13 @@ def make_rewriter_metric(retriever: Any, k: int, grade: dspy.Module | None) -> C
 def make_hyde_metric(retriever: Any, k: int) -> Callable[..., float]:
     """Recall@k of the gold chunks when the question is searched with the hypothetical passage (as the agent's
     first retrieval does with ``hyde=true``); bootstrapping keeps a demo whose passage found a gold chunk."""
-    from rag.eval.metrics import recall_at_k
+    from rag.eval.metrics import hits_recall, with_duplicates
     from rag.retrieval.expansion import Expansion
 
     def hyde_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
         passage = " ".join(str(getattr(pred, "passage", "") or "").split())
         hits = retriever.retrieve(example.question, k=k, expansion=Expansion(passage=passage or None)).hits
-        recall = recall_at_k([h.chunk_id for h in hits], set(example.gold_ids), k)
+        recall = hits_recall(hits, with_duplicates(example.gold_ids, hits))  # as rag eval --retrieval-only scores
         return float(recall > 0) if trace is not None else recall
     return hyde_metric
 

@@ -122,7 +122,9 @@ def search_cmd(
         if explain:
             exp = found.expansion
             payload = {"hits": payload, "notes": found.notes, "expansions": exp.queries if exp else [],
-                       "hyde": exp.passage if exp else None}
+                       "hyde": exp.passage if exp else None,
+                       "categories": found.routing.chosen if found.routing else None,
+                       "reranked": found.reranking.order if found.reranking else None}
         typer.echo(dump_json(payload, indent=2, ensure_ascii=False))
         return
     if explain:
@@ -138,6 +140,9 @@ def search_cmd(
         stages = ", ".join(f"{name} #{st['rank']}" for name, st in h.stages.items() if st["rank"] is not None)
         if explain and h.stages["expand"].get("found_by"):
             stages += "; found by " + " ".join(h.stages["expand"]["found_by"])
+        if explain and found.reranking is not None:  # where the LM reranker put it, or that it left it out
+            lm_rank = h.stages["rerank"].get("lm_rank")
+            stages += f"; the LM ranked it #{lm_rank}" if lm_rank else "; the LM did not list it"
         typer.echo(f"[{h.rank}] {shown(h.chunk_id)}  score={h.score:.4f}  ({stages})")  # an id or title may hold \n
         where = ", ".join(shown(x) for x in (h.title, page_label(h.meta)) if x)
         if where:

@@ -52,16 +52,27 @@ function foundBy(hit) {
   return extra.length ? extra.join(" ") : "—";
 }
 
+// Where the LM reranker put a hit in its list ("not listed": it read the passage and left it out).
+function lmRank(hit) {
+  const st = (hit.stages || {}).rerank || {};
+  if (st.rank === null || st.rank === undefined) return "—";
+  return st.lm_rank ? `#${st.lm_rank}` : "not listed";
+}
+
 function hitsTable(hits, ctx) {
   if (!hits || !hits.length) return el("p", { class: "muted" }, "no passages found");
   const expanded = hits.some((h) => ((h.stages || {}).expand || {}).rank);
-  const head = ["#", "passage", "title", "bm25", "dense", "fused", ...(expanded ? ["with expansions", "found by"] : []), "score"];
+  const reranked = hits.some((h) => ((h.stages || {}).rerank || {}).rank);
+  const byLm = hits.some((h) => ((h.stages || {}).rerank || {}).lm_rank);  // the LM reranker, not a cross-encoder
+  const head = ["#", "passage", "title", "bm25", "dense", "fused", ...(expanded ? ["with expansions", "found by"] : []),
+                ...(reranked ? ["reranked"] : []), ...(byLm ? ["LM's rank"] : []), "score"];
   return el("table", { class: "hits" },
     el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
     el("tbody", {}, hits.map((h) => el("tr", {},
       el("td", {}, String(h.rank)), el("td", {}, chunkLink(h.chunk_id, ctx)), el("td", { class: "title" }, h.title || ""),
       el("td", {}, rank(h, "bm25")), el("td", {}, rank(h, "dense")), el("td", {}, rank(h, "rrf")),
       ...(expanded ? [el("td", {}, rank(h, "expand")), el("td", {}, foundBy(h))] : []),
+      ...(reranked ? [el("td", {}, rank(h, "rerank"))] : []), ...(byLm ? [el("td", {}, lmRank(h))] : []),
       el("td", {}, typeof h.score === "number" ? h.score.toFixed(4) : "—")))));
 }
 
