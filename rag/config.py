@@ -177,10 +177,10 @@ class Settings:
                      "max_file_mb", "rerank_depth", "rerank_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.where:
-            from rag.retrieval.filters import parse_where
-
-            parse_where(where_pairs(self.where))
+        for pair in where_pairs(self.where):  # the syntax only; the fields are checked against the index
+            name, sep, values = pair.partition("=")
+            if not sep or not name.strip() or not values.strip():
+                raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
         if self.context_tokens < 0:
             raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
         if not 0 <= self.expand_queries <= 8:
