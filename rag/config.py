@@ -159,6 +159,11 @@ class Settings:
     artifacts_dir: Path = field(default_factory=lambda: PROJECT_ROOT / "artifacts")  # compiled programs (rag compile)
     artifact: str | None = None  # a named artifact; None = the one matching this configuration
 
+    @property
+    def lm_stages(self) -> bool:
+        """Whether a retrieval stage calls a model (expansion, HyDE, the category pre-filter, the LM reranker)."""
+        return bool(self.expand_queries or self.hyde or self.route_categories or str(self.reranker).lower() == "lm")
+
     def model_for(self, role: str) -> str | None:
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r}; allowed: {', '.join(ROLES)}")

@@ -44,7 +44,7 @@ def with_query_stages(retriever: Any, settings: Settings) -> Any:
     from rag.retrieval.expansion import QueryExpander
 
     listwise = getattr(retriever.reranker, "listwise", False)
-    if not (settings.expand_queries or settings.hyde or listwise or settings.route_categories):
+    if not (settings.lm_stages or listwise):
         return retriever
     from rag.lm.configure import configure_dspy, lms_for_roles
 

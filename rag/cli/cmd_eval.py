@@ -104,7 +104,7 @@ def eval_cmd(
         items = select_items(load_golden(golden_path(golden)), split or "all")
         items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
-        if settings.expand_queries or settings.hyde or settings.route_categories or str(settings.reranker).lower() == "lm":
+        if settings.lm_stages:
             from rag.agent.program import with_query_stages
 
             with_query_stages(retriever, settings)  # the LM stages on the rewriter's model

@@ -111,7 +111,7 @@ def search_cmd(
     check_readable(index_dir, "--index-dir")  # before the index loads
     settings = settings_from(sets, index_dir=index_dir, mode=mode, top_k=k)
     retriever = Retriever.from_settings(settings, **({"where": parse_where(where)} if where else {}))
-    if settings.expand_queries or settings.hyde or settings.route_categories or str(settings.reranker).lower() == "lm":  # else no DSPy import
+    if settings.lm_stages:  # else no DSPy import
         from rag.agent.program import with_query_stages
 
         with_query_stages(retriever, settings)  # expansion, HyDE, the LM reranker: on the rewriter's model
