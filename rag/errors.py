@@ -38,6 +38,18 @@ class ArtifactError(SieveError):
     """A compiled program in artifacts/ is missing, corrupt or does not match."""
 
 
+class DataError(SieveError):
+    """A table cannot be read into the index's database, or a SQL statement was refused or failed."""
+
+
+class SQLRejected(DataError):
+    """The SQL guard refused a statement (rag.data.sqlguard); the message is its one-line reason."""
+
+
+class SQLFailed(DataError):
+    """DuckDB could not run an accepted statement (error, time limit); the message is its one-line reason."""
+
+
 class NotFound(SieveError, LookupError):
     """A run, artifact, passage or plot asked for by name does not exist (the web API answers 404)."""
 

@@ -16,7 +16,7 @@ RAG = ROOT / "rag"
 LAYERS = [
     {"errors", "paths", "version", "config"},
     {"ingest", "usage", "stats"},
-    {"index", "lm"},
+    {"index", "lm", "data"},
     {"retrieval"},
     {"agent"},
     {"eval"},
