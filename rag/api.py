@@ -129,7 +129,7 @@ def open_agent(settings: Settings | None = None, *, use_artifact: bool = True,
 
 def build_index(source: str | Path | None = None, *, chunks: str | Path | None = None, settings: Settings | None = None,
                 index_dir: str | Path | None = None, show_progress: bool = False, embedder: Any = None,
-                log: Callable[[str], None] | None = None):
+                log: Callable[[str], None] | None = None, tables: list[Path] | None = None):
     """Read, chunk and index documents, replacing the index at ``index_dir`` only once the new one is complete.
 
     Args:
@@ -141,6 +141,8 @@ def build_index(source: str | Path | None = None, *, chunks: str | Path | None =
         show_progress: progress bars on stderr.
         embedder: embeds the chunks elsewhere (``rag.distributed.embed.ray_embedder``); by default in-process.
         log: where diagnostics go (documents read, files skipped); default nowhere.
+        tables: table files (CSV, Parquet, JSON lines, SQLite, DuckDB) loaded into the index's database for the
+            data route (``rag.data.tableset.discover_tables`` finds them in a folder); none by default.
 
     Returns:
         ``(index, skipped)``: the built :class:`rag.index.store.Index`, and a summary of the files skipped
@@ -150,7 +152,7 @@ def build_index(source: str | Path | None = None, *, chunks: str | Path | None =
     from rag.index.layout import check_target
     from rag.index.store import build_index as _build
     from rag.ingest.chunking import chunk_documents, load_chunks_jsonl
-    from rag.ingest.corpus import load_builtin_topics, load_folder
+    from rag.ingest.corpus import load_builtin_topics
 
     settings = settings or load_settings()
     if index_dir is not None:
@@ -162,15 +164,38 @@ def build_index(source: str | Path | None = None, *, chunks: str | Path | None =
     if chunks is not None:
         items, origin = load_chunks_jsonl(chunks), f"jsonl:{Path(chunks).expanduser().resolve()}"
     else:
-        docs = (load_folder(source, show_progress=show_progress, max_bytes=settings.max_file_mb * 1_000_000)
-                if source is not None else load_builtin_topics())
+        docs = _read_documents(source, settings, list(tables or []), show_progress) if source is not None else load_builtin_topics()
         origin = f"folder:{Path(source).expanduser().resolve()}" if source is not None else "builtin"
         items = chunk_documents(docs, settings.chunk_size, settings.chunk_overlap)
         skipped = docs.skipped_summary()
         if log:
             log(f"{len(docs)} documents -> {len(items)} chunks" + (f" ({skipped})" if skipped else ""))
-    index = _build(items, settings.index_dir, settings, show_progress=show_progress, source=origin, embedder=embedder)
+    index = _build(items, settings.index_dir, settings, show_progress=show_progress, source=origin, embedder=embedder,
+                   tables=tables)
     return index, skipped
+
+
+def _read_documents(source: str | Path, settings: Settings, tables: list[Path], show_progress: bool) -> Any:
+    """The documents of the folder ``source``; a table given as the folder, or a folder of tables and no
+    documents, is one line saying an index needs documents and how to add the tables."""
+    from rag.data.tableset import TABLE_SUFFIXES
+    from rag.errors import InputError
+    from rag.ingest.corpus import load_folder
+
+    folder = Path(source).expanduser().resolve()
+    if folder.suffix.lower() in TABLE_SUFFIXES and folder.is_file():
+        raise InputError(f"{source} is a table, not a document; an index needs documents: give a folder of "
+                         f"documents as PATH (or none, for the built-in corpus) and this file with --tables {source}")
+    try:
+        return load_folder(source, show_progress=show_progress, max_bytes=settings.max_file_mb * 1_000_000)
+    except InputError as exc:
+        inside = [f for f in tables if folder in Path(f).resolve().parents]
+        if not inside or "no supported files found" not in str(exc):
+            raise
+        raise InputError(f"{source}: holds {len(inside)} table file(s) ({', '.join(f.name for f in inside[:3])}"
+                         f"{', ...' if len(inside) > 3 else ''}) but no documents; an index needs documents "
+                         f"(.md, .txt, .pdf, ...): add some to the folder, or index your documents and add "
+                         f"these with --tables {source}") from None
 
 
 def run_eval(config: str = "full", *, split: str = "test", limit: int | None = None, golden: str | Path | None = None,

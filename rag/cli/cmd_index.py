@@ -25,13 +25,18 @@ from rag.config import load_settings
 @app.command("index")
 def index_cmd(
     path: Optional[Path] = typer.Argument(None, readable=False, help="Folder of .md/.markdown/.txt/.rst/.html/.pdf/.docx files "
-                                          "(recursive). Omit to index the built-in demo corpus (Python language "
-                                          "reference topics)."),
+                                          "(recursive); the .csv/.tsv/.parquet/.jsonl/.ndjson/.sqlite/.db/.duckdb "
+                                          "tables in it are taken too. Omit to index the built-in demo corpus (Python "
+                                          "language reference topics)."),
     chunks: Optional[Path] = typer.Option(None, "--chunks", readable=False, help="Pre-chunked JSONL (one {id, text, ...} per line); ids kept verbatim."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Where to write the index (default: $SIEVE_HOME/index, SIEVE_HOME defaulting to ~/.cache/sieve)."),
     embedding_model: Optional[str] = typer.Option(None, "--embedding-model", help="sentence-transformers name or path; 'default' = bundled all-MiniLM-L6-v2."),
     chunk_size: Optional[int] = typer.Option(None, "--chunk-size", help="Target characters per chunk (default: 1200)."),
     chunk_overlap: Optional[int] = typer.Option(None, "--chunk-overlap", help="Characters carried over between chunks of one section (default: 150)."),
+    tables: Optional[list[Path]] = typer.Option(None, "--tables", readable=False, help="A folder of table files, or one "
+                                                "table file, to add to the index's database (repeatable; also with "
+                                                "--chunks or the built-in corpus)."),
+    no_tables: bool = typer.Option(False, "--no-tables", help="Leave the table files in PATH out (documents only)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Embed on a Ray cluster: --ray alone starts a local one, --ray auto joins `ray start`'s, or HOST:PORT (needs pip install -e \".[ray]\")."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray embedding workers (default: one per cluster CPU)."),
@@ -43,10 +48,20 @@ def index_cmd(
       rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text/PDF/Word files
       rag index --chunks chunks.jsonl     # pre-chunked elsewhere; ids kept
       rag index ./docs --ray auto         # embedding batches on the Ray cluster of `ray start`
+      rag index ./docs --tables ./exports # the tables in ./docs, and those in ./exports
+      rag index ./docs --no-tables        # documents only, though ./docs holds tables
 
     PDF and Word files keep their headings as section paths, their tables whole and their page numbers
     (cited as "p. 12"); an encrypted, corrupt, empty or scanned (no text layer) one is skipped with a
     warning and counted in the last line.
+
+    Tables (CSV, TSV, Parquet, JSON lines, every table of a SQLite or DuckDB file) go into one
+    DuckDB database in the index, named after their files (claims.csv -> claims), built and swapped
+    in with the rest; a file that cannot be read stops the build and the old index is kept. Describe
+    a table for the SQL writer in a sidecar beside it, claims.csv.meta.toml: description = "..." and,
+    under \\[columns], amount = "claim amount in EUR"; for a database file, one \\[tables.NAME]
+    section per table. An index needs documents: a folder of tables alone is refused; index your
+    documents and add the tables with --tables.
     """
     clean_warnings()
     from rag.errors import InputError
@@ -54,6 +69,8 @@ def index_cmd(
     at_least(1, chunk_size=chunk_size, workers=workers)
     check_readable(path, "PATH")
     check_readable(chunks, "--chunks")
+    for extra in tables or []:
+        check_readable(extra, "--tables")
     at_least(0, chunk_overlap=chunk_overlap)
     if workers is not None and ray is None:
         raise InputError("--workers needs --ray (workers are Ray actors)")
@@ -61,8 +78,11 @@ def index_cmd(
                               "chunk_size": chunk_size, "chunk_overlap": chunk_overlap})
     if path is not None and chunks is not None:
         raise InputError("give either a folder PATH or --chunks FILE.jsonl, not both")
+    if no_tables and path is None:
+        raise InputError("--no-tables leaves out the tables of a folder PATH; without PATH there are none to leave out")
     from rag.api import build_index
     from rag.index.layout import check_target
+    from rag.index.store import tables_line
 
     target = Path(settings.index_dir).expanduser()
     check_target(target)  # before loading anything
@@ -75,11 +95,37 @@ def index_cmd(
         from rag.distributed.embed import ray_embedder
 
         embedder = ray_embedder(ray, settings.embedding_model, workers=workers, show_progress=not quiet)
+    table_files = _table_files(None if no_tables else path, tables or [])
     index, skipped = build_index(path, chunks=chunks, settings=settings, show_progress=not quiet, embedder=embedder,
-                                 log=None if quiet else err)
+                                 log=None if quiet else err, tables=table_files)
     counts = index.manifest["counts"]
     typer.echo(f"Indexed {counts['chunks']} chunks ({counts['embeddings_reused']} embeddings reused) into {index.dir} "
-               f"in {index.manifest['build_seconds']:.1f}s" + (f"; {skipped} (see the warnings above)" if skipped else ""))
+               f"in {index.manifest['build_seconds']:.1f}s"
+               + (f"; tables: {tables_line(index.tables_record)}" if index.tables_record else "")
+               + (f"; {skipped} (see the warnings above)" if skipped else ""))
+
+
+def _table_files(path: Optional[Path], extra: list[Path]) -> list[Path]:
+    """The table files of the build, absolute, each once: those found in the folder ``path`` (none for a single
+    document or no PATH), then those of each ``--tables`` folder or file."""
+    from rag.data.tableset import TABLE_SUFFIXES, discover_tables
+    from rag.errors import InputError
+
+    found = discover_tables(path) if path is not None and Path(path).expanduser().is_dir() else []
+    for given in extra:
+        given = given.expanduser()
+        if not given.exists():
+            raise InputError(f"--tables {given}: no such file or folder; give a folder of table files or one "
+                             f"({', '.join(TABLE_SUFFIXES)})")
+        files = discover_tables(given)
+        if not files:
+            what = ("not a table file" if given.is_file() else "no table files in this folder (recursively)")
+            raise InputError(f"--tables {given}: {what}; tables are {', '.join(TABLE_SUFFIXES)} files")
+        found += files
+    unique: dict[Path, Path] = {}
+    for file in found:
+        unique.setdefault(file.resolve(), file.resolve())
+    return list(unique)
 
 
 @app.command("search")

@@ -4,7 +4,7 @@ A build writes into a temporary sibling folder and then swaps it into place (rag
 what was there. So a build only replaces a folder that is provably a Sieve index:
 
 * every entry in it belongs to the index layout (manifest.json, chunks.jsonl, bm25/, dense.faiss,
-  embeddings.npy), and
+  embeddings.npy, and tables.duckdb when the index has tables: optional, so an index without tables is complete), and
 * its manifest.json is a Sieve index manifest (an integer ``format`` and a ``sieve_version``), or, for a
   damaged index whose manifest is missing or unreadable, at least two of the other parts are there.
 
@@ -40,8 +40,10 @@ CHUNKS = "chunks.jsonl"
 BM25_DIR = "bm25"
 FAISS_FILE = "dense.faiss"
 EMBEDDINGS = "embeddings.npy"
+TABLES = "tables.duckdb"  # the tables beside the documents (rag.data.tableset), only in an index built with some
 REQUIRED = (CHUNKS, BM25_DIR, FAISS_FILE, EMBEDDINGS)
-LAYOUT = (MANIFEST, *REQUIRED)
+OPTIONAL = (TABLES,)
+LAYOUT = (MANIFEST, *REQUIRED, *OPTIONAL)
 
 
 def _manifest_kind(path: Path) -> str:

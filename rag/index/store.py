@@ -8,6 +8,8 @@ Layout of an index directory::
     bm25/             the bm25s index in bm25s's own save format
     dense.faiss       FAISS index over L2-normalised embeddings (inner product = cosine)
     embeddings.npy    the same vectors, row-aligned with chunks.jsonl; lets a re-index reuse them
+    tables.duckdb     only with tables: the table files given to the build, in one DuckDB database
+                      (rag.data.tableset); the manifest's ``tables`` record describes them
 
 Dense index type (the ``dense_index`` setting): ``auto`` builds an exact ``IndexFlatIP`` up to
 :data:`HNSW_THRESHOLD` chunks and an approximate ``IndexHNSWFlat`` (M=32, efConstruction=200,
@@ -46,6 +48,7 @@ from rag.index.layout import (
     FAISS_FILE,
     MANIFEST,
     REQUIRED,
+    TABLES,
     build_lock,
     build_target,
     check_target,
@@ -141,6 +144,9 @@ class Index:
         self.embedding_runtime = "onnx"  # Index.load sets settings.embedding_runtime
         self._query_encoder: Any = None
         self.position = {c.id: i for i, c in enumerate(chunks)}
+        # the tables beside the documents (rag.data.tableset): the manifest's record and the database file, or None
+        self.tables_record: dict[str, Any] | None = manifest.get("tables") or None
+        self.tables_path: Path | None = self.dir / TABLES if self.tables_record else None
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -272,7 +278,8 @@ class Index:
                     f"Rebuild it with: {rebuild_command(root, manifest, wanted)} "
                     f"(or use the index's model: --embedding-model {_q(built_with)} / SIEVE_EMBEDDING_MODEL={built_with})"
                 )
-        missing = [name for name in REQUIRED if name not in gen.names]
+        wanted_files = (*REQUIRED, TABLES) if manifest.get("tables") else REQUIRED
+        missing = [name for name in wanted_files if name not in gen.names]
         if missing:
             raise IndexMismatch(f"Index at {root} is incomplete (missing {', '.join(missing)}). "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
@@ -307,6 +314,10 @@ def rebuild_command(root: Path, manifest: dict[str, Any], model: str | None = No
         parts.append(_q(source.removeprefix("folder:")))
     elif source.startswith("jsonl:"):
         parts.append(f"--chunks {_q(source.removeprefix('jsonl:'))}")
+    folder = Path(source.removeprefix("folder:")) if source.startswith("folder:") else None
+    for table in (manifest.get("tables") or {}).get("sources", []) if isinstance(manifest, dict) else []:
+        if folder is None or folder not in Path(table).parents:  # found in the folder: taken again by itself
+            parts.append(f"--tables {_q(table)}")
     if model and model != "default":
         parts.append(f"--embedding-model {_q(model)}")
     if Path(root) != default_index_dir():
@@ -334,7 +345,8 @@ def _previous_vectors(index_dir: Path, model_path: str, precision: str = "fp32")
 
 def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, settings: Settings | None = None,
                 show_progress: bool = True, *, source: str = "builtin", hnsw_threshold: int = HNSW_THRESHOLD,
-                embedder: Callable[[list[str]], np.ndarray] | None = None) -> Index:
+                embedder: Callable[[list[str]], np.ndarray] | None = None,
+                tables: Sequence[Path] | None = None) -> Index:
     """Build (or rebuild) the index for ``chunks`` at ``index_dir`` and return it loaded.
 
     ``source`` records where the chunks came from (``builtin``, ``folder:PATH``, ``jsonl:FILE``) so
@@ -345,6 +357,11 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
     embedding; one with ``uses_index_encoder = True`` (``rag.distributed.embed``, on Ray workers) is called as
     ``embedder(texts, encoder=, record=)`` with the encoder a local build uses, and must return what
     ``encoder.encode(texts)`` would; the manifest records that encoder, as for a local build.
+
+    ``tables``: table files (rag.data.tableset.TABLE_SUFFIXES) read into ``tables.duckdb`` in the index, first,
+    before any embedding, so a file that cannot be read stops the build at once (InputError naming it); the
+    database is moved into the new folder and swapped in with the rest, and its record is ``manifest["tables"]``.
+    A rebuild without tables leaves none: the swap replaces the whole folder.
     """
     settings = settings or Settings()
     hnsw_threshold = {"flat": 2**62, "hnsw": 0}.get(settings.dense_index, hnsw_threshold)
@@ -368,7 +385,7 @@ def build_index(chunks: Sequence[Chunk], index_dir: str | Path | None = None, se
     except OSError as exc:
         raise InputError(f"cannot create the index folder {root} ({exc.strerror or exc}); choose another --index-dir") from None
     with terminate_as_interrupt(), build_lock(root):
-        _build(chunks, root, settings, show_progress, source, hnsw_threshold, embedder)
+        _build(chunks, root, settings, show_progress, source, hnsw_threshold, embedder, list(tables or []))
     return Index.load(shown, settings)
 
 
@@ -385,7 +402,43 @@ def _check_unicode(chunk: Chunk) -> None:
 
 
 def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: bool, source: str,
-           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None = None) -> None:
+           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None = None,
+           tables: list[Path] | None = None) -> None:
+    """The tables first (into a staging folder beside ``root``, removed afterwards), then the index files."""
+    if not tables:
+        _write(chunks, root, settings, show_progress, source, hnsw_threshold, embedder, None)
+        return
+    from rag.data.tableset import build_database
+
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{root.name}.tables-", dir=root.parent))
+    except OSError as exc:
+        if out_of_space(exc):
+            size = sum(p.stat().st_size for p in tables if p.is_file())
+            raise full_disk_error(root, (root / MANIFEST).exists(), size) from None
+        raise
+    try:
+        t = time.perf_counter()
+        record = build_database(tables, stage / TABLES, show_progress=show_progress)
+        if show_progress:
+            print(f"tables: {tables_line(record)}", file=sys.stderr)
+        _write(chunks, root, settings, show_progress, source, hnsw_threshold, embedder,
+               (record, stage / TABLES, round(time.perf_counter() - t, 3)))
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def tables_line(record: dict[str, Any]) -> str:
+    """``claims (1,204 rows), shipments (310 rows)``: a manifest's tables record, for progress and the last line."""
+    return ", ".join(f"{t['name']} ({t['rows']:,} row{'' if t['rows'] == 1 else 's'})"
+                     for t in record.get("tables", []))
+
+
+def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: bool, source: str,
+           hnsw_threshold: int, embedder: Callable[[list[str]], np.ndarray] | None,
+           tables: tuple[dict[str, Any], Path, float] | None) -> None:
+    """Embed, then write the index into a temporary sibling of ``root`` and swap it in; ``tables`` is the record,
+    database file and seconds of :func:`_build`'s tables, moved into the new folder."""
     import bm25s
     import faiss
 
@@ -395,7 +448,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     started = time.perf_counter()
     model_path = resolve_model_path(settings.embedding_model)
     texts = [index_text(c) for c in chunks]
-    timings: dict[str, float] = {}
+    timings: dict[str, float] = {} if tables is None else {"tables_seconds": tables[2]}
 
     # the encoder: ONNX Runtime over the model's export (made once per model), or sentence-transformers
     # (also for an embedder that ``uses_index_encoder``, rag.distributed.embed: the export is made here, once,
@@ -441,6 +494,7 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
 
     had_index = (root / MANIFEST).exists()
     need = bytes_needed(len(chunks), dim, sum(len(t) for t in texts), len(chunks) > hnsw_threshold)
+    need += tables[1].stat().st_size if tables is not None else 0
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
     except OSError as exc:
@@ -469,13 +523,15 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
         timings["faiss_seconds"] = round(time.perf_counter() - t, 3)
         faiss.write_index(dense, str(tmp / FAISS_FILE))
         np.save(tmp / EMBEDDINGS, vectors)
+        if tables is not None:
+            os.replace(tables[1], tmp / TABLES)  # built first (rag.data.tableset), its connection closed
         from rag.version import __version__
 
         manifest = {
             "format": FORMAT,
             "sieve_version": __version__,
             "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "build_seconds": round(time.perf_counter() - started, 3),
+            "build_seconds": round(time.perf_counter() - started + timings.get("tables_seconds", 0), 3),
             "timings": timings,
             "embedding": {"model": settings.embedding_model, "label": model_label(settings.embedding_model),
                           "path": model_path, "dim": dim, "normalized": True, "encoder": encoder_record},
@@ -489,6 +545,8 @@ def _build(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
                       **({"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION} if len(chunks) > hnsw_threshold else {})},
             "indexed_text": "title + newline + text (see rag.index.store.index_text)",
         }
+        if tables is not None:
+            manifest["tables"] = tables[0]
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         _check_loads(tmp, settings)  # a new index that cannot be read never replaces a working one
         _swap_into_place(tmp, root)
@@ -522,6 +580,14 @@ def _check_loads(tmp: Path, settings: Settings) -> None:
     """Read every part of the index just written in ``tmp``, as ``Index.load`` and the first search will."""
     index = Index.load(tmp, settings)
     index.bm25, index.faiss  # noqa: B018 - loaded on first use; read them now
+    if index.tables_path is not None:  # the database opens as the query side opens it, and holds every table
+        import duckdb
+
+        with duckdb.connect(str(index.tables_path), read_only=True) as con:
+            held = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        lost = [t["name"] for t in index.tables_record.get("tables", []) if t["name"] not in held]
+        if lost:
+            raise IndexMismatch(f"the new {TABLES} lacks the tables {', '.join(lost)}; the old index was kept")
 
 
 def _swap_into_place(tmp: Path, root: Path) -> None:
