@@ -39,6 +39,8 @@ EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
+DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
+CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
 def where_pairs(where: str) -> list[str]:
@@ -120,6 +122,18 @@ class Settings:
     # after the grader has named the question's subject, a later context (after a rewrite) that mentions it nowhere
     # is rejected without a grade call, as the subject guard would overrule it (rag.agent.module); false = grade every context
     subject_shortcut: bool = True
+    # the data route (rag.agent.dataroute), for an index built with tables (CSV, Parquet, JSON lines, SQLite or DuckDB
+    # files): "auto" = the SourceRouter sends each question to the documents, the tables or both, and the SQLWriter
+    # queries the tables read-only through the SQL guard (rag.data.sqlguard); "off" = documents only. An index
+    # without tables never routes
+    data_route: str = "auto"
+    sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
+    sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
+    sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
+    # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
+    # "auto" = when the index has tables; "on" = always; "off" = never
+    critic: str = "auto"
+    critic_retries: int = 1  # ungrounded answers rewritten with the critic's reason; then flagged low_confidence
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
@@ -186,6 +200,15 @@ class Settings:
             name, sep, values = pair.partition("=")
             if not sep or not name.strip() or not values.strip():
                 raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
+        if self.data_route not in DATA_ROUTES:
+            raise ConfigError(f"data_route={self.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
+        if self.critic not in CRITIC_MODES:
+            raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
+        for name, top in (("sql_corrections", 3), ("critic_retries", 3)):
+            if not 0 <= getattr(self, name) <= top:
+                raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")
+        if self.sql_rows < 1 or self.sql_timeout_s <= 0:
+            raise ConfigError(f"sql_rows must be >= 1 and sql_timeout_s > 0, got {self.sql_rows} and {self.sql_timeout_s}")
         if self.context_tokens < 0:
             raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
         if not 0 <= self.expand_queries <= 8:

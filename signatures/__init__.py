@@ -2,11 +2,15 @@
 
 from signatures.answerer import Answerer
 from signatures.category import CategoryChooser
+from signatures.critic import GroundingCritic
 from signatures.expander import Expander
 from signatures.grader import Grader
 from signatures.hyde import HypotheticalPassage
 from signatures.judge import Judge
 from signatures.reranker import Reranker
 from signatures.rewriter import Rewriter
+from signatures.source_router import SourceRouter
+from signatures.sql_writer import SQLWriter
 
-__all__ = ["Answerer", "CategoryChooser", "Expander", "Grader", "HypotheticalPassage", "Judge", "Reranker", "Rewriter"]
+__all__ = ["Answerer", "CategoryChooser", "Expander", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "Reranker",
+           "Rewriter", "SQLWriter", "SourceRouter"]

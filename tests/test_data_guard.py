@@ -247,6 +247,8 @@ def test_rejection_messages_say_what_to_do():
 
 
 LEGIT = [
+    ("where_and_or", "SELECT count(*) FROM claims WHERE amount > 100 AND status = 'open' OR NOT (amount < 5) "
+                     "AND status IN ('paid', 'approved')"),
     ("count", "SELECT count(*) AS n FROM shipments"),
     ("join_group_by", "SELECT s.carrier, count(*) AS n FROM claims c JOIN shipments s ON s.id = c.shipment_id "
                       "GROUP BY s.carrier ORDER BY n DESC, s.carrier"),

@@ -15,7 +15,7 @@ FENCE = "<<<"
 FENCE_END = ">>>"
 _MARKERS = re.compile(r"\[\[\s*##|##\s*\]\]|<<<|>>>")
 # inline citations: [topic#001], [path/to/file.md#012]; ids contain no whitespace or brackets
-_CITATION = re.compile(r"\[([^\[\]\s]+#\d+)\]")
+_CITATION = re.compile(r"\[([^\[\]\s]+#\d+|sql:\d+)\]")  # a passage [file#003] or a SQL result [sql:1]
 _NUMBERED = re.compile(r"\[(\d{1,2})\]")  # [2]: the second passage shown
 
 

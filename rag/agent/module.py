@@ -16,6 +16,9 @@ is overruled (the subject guard, ``rag.agent.context.missing_terms``). The subje
 context, so after a rewrite a context that mentions it nowhere is rejected without asking the grader again
 (``subject_shortcut``): the guard would overrule a "relevant" about the same subject, and a refusal costs two
 grade calls less.
+
+An index with tables adds the data route before this loop and the grounding critic after the answer
+(``rag.agent.dataroute``, ``rag.agent.critique``); without tables the program is the loop above, unchanged.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ class Sieve(dspy.Module):
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
                  subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0,
-                 reranker: Any = None, router: Any = None):
+                 reranker: Any = None, router: Any = None, data: Any = None, critic: Any = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -72,6 +75,8 @@ class Sieve(dspy.Module):
         # predictors: compiled, saved and loaded with the others
         self.reranker = reranker
         self.router = router  # the category pre-filter the retriever calls (rag.retrieval.categories), held likewise
+        self.data = data  # rag.agent.dataroute.DataRoute over the index's tables; None: documents only
+        self.critic = critic  # rag.agent.critique.Critic after each answer; None: no critic
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
@@ -79,19 +84,34 @@ class Sieve(dspy.Module):
     def forward(self, question: str) -> dspy.Prediction:
         question, notes = _check_question(question)
         trace = Trace(question=question)
+        source = self.data.route(question, trace, self._call) if self.data is not None else "docs"
+        if source == "data":
+            facts = self.data.query(question, trace, self._call)
+            if facts:
+                return self._answer(question, facts, trace)
+        passages, closest, reason, max_chars = self._search(question, trace, notes)
+        if source == "both":
+            passages = [*passages, *self.data.query(question, trace, self._call, documents=passages)]
+        if passages:
+            return self._answer(question, passages, trace, max_chars=max_chars)
+        return self._refuse(closest, trace, reason)
+
+    def _search(self, question: str, trace: Trace, notes: list[str]) -> tuple[list[Any], list[Any], str, int | None]:
+        """The documents' loop: (passages to answer from, [] to refuse; the last hits; the grader's reason; how
+        much of each passage the answerer reads)."""
         query, tried = question, []
         for attempt in range(self.max_rewrites + 1):
             hits = self._retrieve(query, trace, notes if attempt == 0 else [])
             tried.append(query)
             if not self.use_reflection:
-                return self._answer(question, hits, trace)
+                return hits, hits, "", None
             relevant, reason = self._grade(question, hits, trace)
             if relevant:
                 if self.answer_context == "graded":
-                    return self._answer(question, hits, trace, max_chars=self.grade_passage_chars)
-                return self._answer(question, relevant, trace)
+                    return hits, hits, reason, self.grade_passage_chars
+                return relevant, hits, reason, None
             if attempt == self.max_rewrites:
-                return self._refuse(hits, trace, reason)
+                return [], hits, reason, None
             query = self._rewrite(question, tried, reason, trace)
         raise AssertionError("unreachable: the loop always returns")
 
@@ -140,7 +160,7 @@ class Sieve(dspy.Module):
             return [], step.reason
         context = format_context(hits, max_chars=self.grade_passage_chars)
         pred, stats = self._call("grader", self.grade, shown, question=question, context=context)
-        _record(step, stats)
+        step.record(stats)
         chosen, invalid = split_citations([str(i) for i in (pred.relevant_chunk_ids or [])], shown)
         if invalid:
             step.notes.append(f"grader named ids that were not shown, dropped: {invalid}")
@@ -164,7 +184,7 @@ class Sieve(dspy.Module):
     def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
         step = trace.add(Step(node="rewrite", query=tried[-1]))
         pred, stats = self._call("rewriter", self.rewrite, [], question=question, tried_queries=tried, grader_reason=reason)
-        _record(step, stats)
+        step.record(stats)
         new = " ".join(str(pred.query or "").split())
         echoed = bool(_PLACEHOLDER.fullmatch(new))
         if not new or new in tried or echoed:
@@ -175,12 +195,33 @@ class Sieve(dspy.Module):
         return step.rewrite
 
     def _answer(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None) -> dspy.Prediction:
+        """The answer, and, with a critic, checked against its evidence: written again with the critic's reason at
+        most ``critic.retries`` times, then returned flagged ``low_confidence`` when still not grounded."""
+        pred = self._write(question, hits, trace, max_chars)
+        for attempt in range(self.critic.retries + 1 if self.critic is not None else 0):
+            grounded, reason = self.critic.judge(question, pred.answer, pred.citations, hits, trace, self._call, max_chars)
+            if grounded is not False:
+                break
+            if attempt == self.critic.retries:
+                pred.low_confidence, pred.critic_reason = True, reason
+                trace.steps[-1].notes.append("still not grounded: the answer is returned flagged low_confidence")
+                break
+            pred = self._write(question, hits, trace, max_chars, feedback=reason)
+        return pred
+
+    def _write(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None,
+               feedback: str | None = None) -> dspy.Prediction:
         step = trace.add(Step(node="answer"))
         hits = self._within_budget("answerer", hits, step, max_chars)
         shown = step.shown_ids = [h.chunk_id for h in hits]
         context = format_context(hits, max_chars=max_chars)
-        pred, stats = self._call("answerer", self.respond, shown, question=question, context=context)
-        _record(step, stats)
+        if feedback is None:
+            pred, stats = self._call("answerer", self.respond, shown, question=question, context=context)
+        else:
+            step.notes.append(f"written again after the critic: {feedback}")
+            pred, stats = self._call("answerer", self.critic.revise, shown, question=question, context=context,
+                                     feedback=feedback)
+        step.record(stats)
         answer = str(pred.answer or "").strip()
         valid, invalid = split_citations(extract_citations(answer, pred.cited_ids), shown)
         if invalid:
@@ -193,14 +234,15 @@ class Sieve(dspy.Module):
         by_id = {h.chunk_id: h for h in hits}
         return dspy.Prediction(answer=answer, refused=False, citations=valid,
                                sources=[_source(by_id[c]) for c in valid], closest=[], trace=trace,
-                               invalid_citations=invalid,
+                               invalid_citations=invalid, low_confidence=False, critic_reason=None,
                                uncited=[_source(h) for h in hits if h.chunk_id not in valid])
 
     def _refuse(self, hits: list[Any], trace: Trace, reason: str) -> dspy.Prediction:
         trace.add(Step(node="refuse", answer=REFUSAL, reason=reason, shown_ids=[h.chunk_id for h in hits]))
         trace.outcome = "refused"
         return dspy.Prediction(answer=REFUSAL, refused=True, citations=[], sources=[],
-                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[], uncited=[])
+                               closest=[_source(h) for h in hits], trace=trace, invalid_citations=[], uncited=[],
+                               low_confidence=False, critic_reason=None)
 
     def _within_budget(self, role: str, hits: list[Any], step: Step, max_chars: int | None) -> list[Any]:
         """``hits`` cut from the lowest-ranked to ``context_tokens`` tokens of ``role``'s model; the step says what
@@ -220,12 +262,6 @@ class Sieve(dspy.Module):
             return metered_call(predictor, self.lms.get(role), **inputs)
 
 
-def _record(step: Step, stats: CallStats) -> None:
-    step.latency_ms, step.tokens_in, step.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
-    step.cost, step.model, step.cached = stats.cost, stats.model, stats.cached
-    step.notes.extend(stats.notes)
-
-
 def _add_cost(step: Step, stats: CallStats) -> None:
     """A query stage's LM call (expansion, HyDE, rerank) counted in the retrieve step it ran in."""
     step.tokens_in += stats.tokens_in
@@ -239,7 +275,8 @@ def _source(hit: Any) -> dict[str, Any]:
     DOCX): ``page`` and, for a passage that runs onto later pages, ``page_end``."""
     meta = getattr(hit, "meta", None) or {}
     pages = {k: meta[k] for k in ("page", "page_end") if isinstance(meta.get(k), int)}
-    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", ""), **pages}
+    sql = {"sql": meta["sql"], "columns": meta.get("columns", []), "rows": meta.get("rows", [])} if "sql" in meta else {}
+    return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", ""), **pages, **sql}
 
 
 def _check_question(question: Any) -> tuple[str, list[str]]:
@@ -256,4 +293,6 @@ def prediction_to_dict(pred: dspy.Prediction) -> dict[str, Any]:
     return {"answer": pred.answer, "refused": pred.refused, "citations": list(pred.citations),
             "invalid_citations": list(pred.invalid_citations), "sources": pred.sources,
             "closest": pred.closest, "uncited": list(getattr(pred, "uncited", None) or []),
+            "low_confidence": bool(getattr(pred, "low_confidence", False)),
+            "critic_reason": getattr(pred, "critic_reason", None),
             "trace": pred.trace.to_dict()}

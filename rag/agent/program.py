@@ -61,6 +61,23 @@ def with_query_stages(retriever: Any, settings: Settings) -> Any:
     return retriever
 
 
+def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
+    """The data route over ``index``'s tables (None without tables or with ``data_route=off``) and the grounding
+    critic (``critic``: auto = when the index has tables)."""
+    from rag.agent.critique import Critic
+    from rag.agent.dataroute import DataRoute
+
+    record, path = getattr(index, "tables_record", None), getattr(index, "tables_path", None)
+    data = None
+    if record and path is not None and settings.data_route != "off":
+        from rag.data import Warehouse, schema_summary
+
+        data = DataRoute(Warehouse(path), schema_summary(record), rows=settings.sql_rows,
+                         timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
+    on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
+    return data, (Critic(settings.critic_retries) if on else None)
+
+
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
     """The agent for ``settings``: uncompiled, or with the artifact that fits (``settings.artifact`` names one)."""
     from rag.lm.configure import lms_for_roles, resolve_specs
@@ -77,12 +94,14 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
         from rag.retrieval.categories import CategoryRouter
 
         retriever.router = CategoryRouter(lm=lms.get("rewriter"))
+    data, critic = data_stages(retriever.index, settings)
     agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
                   top_k=settings.top_k, lms=lms, grade_passage_chars=settings.grade_passage_chars,
                   answer_context=settings.answer_context, id_choices=settings.id_choices,
                   subject_shortcut=settings.subject_shortcut,
                   expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
-                  context_tokens=settings.context_tokens, reranker=reranker, router=retriever.router)
+                  context_tokens=settings.context_tokens, reranker=reranker, router=retriever.router, data=data,
+                  critic=critic)
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

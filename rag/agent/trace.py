@@ -4,6 +4,10 @@ Nodes, in the order the agent may take them::
 
     retrieve -> grade -> (answer | rewrite -> retrieve -> grade ... | refuse)
 
+An index with tables adds ``route`` first (docs, data or both), ``sql`` steps (each statement, its guard or DuckDB
+verdict and its result) and, after an answer, ``critique`` (the grounding critic; an ungrounded answer is written
+again once as ``answer`` and then ``critique`` again).
+
 The evaluation harness, ``rag ask --trace`` and the notebooks read this structure. ``observe`` lets a caller
 watch steps as they are added (``rag serve`` streams them to the page).
 """
@@ -16,8 +20,8 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Node = Literal["retrieve", "grade", "rewrite", "answer", "refuse"]
-NODES: tuple[str, ...] = ("retrieve", "grade", "rewrite", "answer", "refuse")
+Node = Literal["route", "retrieve", "grade", "rewrite", "sql", "answer", "critique", "refuse"]
+NODES: tuple[str, ...] = ("route", "retrieve", "grade", "rewrite", "sql", "answer", "critique", "refuse")
 _OBSERVERS: ContextVar[tuple[Callable[["Trace", "Step"], None], ...]] = ContextVar("sieve_trace_observers", default=())
 
 
@@ -47,6 +51,9 @@ class Step:
     expansions: list[str] = field(default_factory=list)  # retrieve: rephrasings of the query also searched
     hyde: str | None = None  # retrieve: the hypothetical passage searched by embedding (never shown to the answerer)
     answer: str | None = None  # answer/refuse: the text returned to the user
+    route: str | None = None  # route: docs, data or both
+    sql: str | None = None  # sql: the statement as written by the model
+    result: dict[str, Any] | None = None  # sql: the statement run, its columns, rows, truncated; its evidence id
     latency_ms: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -57,6 +64,12 @@ class Step:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def record(self, stats: Any) -> None:
+        """Take one LM call's measurements (rag.usage.metering.CallStats) as this step's."""
+        self.latency_ms, self.tokens_in, self.tokens_out = stats.latency_ms, stats.tokens_in, stats.tokens_out
+        self.cost, self.model, self.cached = stats.cost, stats.model, stats.cached
+        self.notes.extend(stats.notes)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Step":
@@ -120,6 +133,16 @@ class Trace:
                 lines.append(f"{head} {verdict} ids={s.chosen_ids} reason={s.reason!r}{cost}")
             elif s.node == "rewrite":
                 lines.append(f"{head} {s.query!r} -> {s.rewrite!r}{cost}")
+            elif s.node == "route":
+                lines.append(f"{head} {s.route} reason={s.reason!r}{cost}")
+            elif s.node == "sql":
+                verdict = f"[{s.result['id']}] {len(s.result['rows'])} row(s)" if s.result else f"FAILED: {s.reason}"
+                lines.append(f"{head} {(s.sql or '')!r} -> {verdict}{cost}")
+                if s.result:
+                    lines.extend(f"   {line}" for line in str(s.result.get("text", "")).splitlines()[:12])
+            elif s.node == "critique":
+                verdict = "GROUNDED" if s.verdict else "NOT GROUNDED"
+                lines.append(f"{head} {verdict} reason={s.reason!r}{cost}")
             else:
                 cited = [with_page(c, pages) for c in s.chosen_ids]
                 lines.append(f"{head} cited={cited} {(s.answer or '')[:160]!r}{cost}")

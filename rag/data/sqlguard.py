@@ -108,7 +108,7 @@ def _check_node(node: exp.Expr, ctes: set[str], known: dict[str, str] | None) ->
         raise SQLRejected(f"{_label(node.this)} is not allowed in WITH: only SELECT queries")
     if isinstance(node, exp.Placeholder):
         raise SQLRejected("query parameters ($1, ?) are not supported; write the values into the query")
-    if isinstance(node, exp.Func):
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Connector):  # AND/OR/XOR are Funcs in sqlglot
         _check_function(node)
     elif isinstance(node, exp.Table):
         _check_table(node, ctes, known)

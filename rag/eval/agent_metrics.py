@@ -49,7 +49,7 @@ from rag.stats.intervals import percentile
 
 __all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "rescore", "score_item", "step_latency", "summarize"]
 
-LM_NODES = ("grade", "rewrite", "answer")
+LM_NODES = ("route", "grade", "rewrite", "sql", "answer", "critique")
 
 
 def step_latency(step: Mapping[str, Any]) -> float:

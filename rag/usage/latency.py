@@ -18,7 +18,7 @@ from typing import Any
 
 from rag.ingest.jsonl import split_lines
 
-LM_NODES = ("grade", "rewrite", "answer")
+LM_NODES = ("route", "grade", "rewrite", "sql", "answer", "critique")
 
 
 def fingerprint(question: str, step: Mapping[str, Any]) -> str:

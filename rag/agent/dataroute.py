@@ -1,0 +1,117 @@
+"""The data route: where a question's answer is (documents, tables or both), and guarded SQL as cited evidence.
+
+    route -> docs            the documents' loop alone (retrieve, grade, rewrite, answer or refuse)
+          -> data            sql (one bounded correction) -> answer from the result; nothing usable: the documents
+          -> both            the documents' loop, then sql told what the accepted passages say; answer from both
+
+The SourceRouter reads the question and the schema summary; "both" is the safe choice, taken on doubt and on any
+output it cannot use. The SQLWriter's statement is never trusted: :class:`rag.data.Warehouse` passes it through the
+SQL guard and runs it read-only with a time limit and a row cap. A refused or failing statement goes back to the
+writer with the guard's or DuckDB's one-line reason ``corrections`` times (default once); after that the route
+reports that it found nothing usable. A result becomes a passage-like piece of evidence with the id ``sql:1``, so
+the answerer cites it as it cites a passage, and the trace's ``sql`` step keeps the statement and its rows.
+
+Nothing that goes wrong here (an unusable model output, a refused statement, a database error) stops the question:
+the documents' route runs as if the index had no tables. Only a model that cannot be reached at all stops it, as
+it would stop the grader.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+
+from rag.agent.trace import Step, Trace
+from rag.errors import DataError, SieveError
+from rag.retrieval.retriever import Hit
+from signatures import SourceRouter, SQLWriter
+
+SOURCES = ("docs", "data", "both")
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a number the query needs)
+
+
+class DataRoute(dspy.Module):
+    def __init__(self, warehouse: Any, schema: str, *, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
+        super().__init__()
+        self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
+        self.schema = schema  # rag.data.schema_summary of the index's tables
+        self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
+        self.choose = dspy.Predict(SourceRouter)
+        self.write = dspy.Predict(SQLWriter)
+
+    def route(self, question: str, trace: Trace, call: Callable[..., Any]) -> str:
+        """docs, data or both, as a ``route`` step with the router's reason."""
+        step = trace.add(Step(node="route", query=question))
+        try:
+            pred, stats = call("grader", self.choose, [], question=question, tables=self.schema)
+        except SieveError as exc:
+            if not isinstance(exc, DataError):
+                raise
+            pred, stats = None, None
+        except Exception as exc:  # an output the adapter cannot parse: the safe choice
+            step.notes.append(f"router output unusable ({_one_line(exc)}); searching both")
+            pred, stats = None, None
+        if stats is not None:
+            step.record(stats)
+        source = str(getattr(pred, "source", "") or "").strip().strip("\"'").lower()
+        if source not in SOURCES:
+            if pred is not None:
+                step.notes.append(f"router answered {source!r}, not one of {', '.join(SOURCES)}; searching both")
+            source = "both"
+        step.route, step.reason = source, " ".join(str(getattr(pred, "reason", "") or "").split()) or None
+        return source
+
+    def query(self, question: str, trace: Trace, call: Callable[..., Any], documents: list[Any] = ()) -> list[Hit]:
+        """The SQL evidence for ``question`` (one Hit, ``sql:1``), or [] when the tables gave nothing usable."""
+        shown = "\n\n".join(f"[{h.chunk_id}] {h.text}" for h in documents)[:DOCUMENT_CHARS]
+        previous = ""
+        for attempt in range(self.corrections + 1):
+            step = trace.add(Step(node="sql", query=question))
+            if attempt:
+                step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
+            try:
+                pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
+                                   documents=shown, previous=previous)
+            except SieveError as exc:
+                if not isinstance(exc, DataError):
+                    raise
+                step.reason = _one_line(exc)
+                continue
+            except Exception as exc:  # the writer's output could not be parsed
+                step.reason = f"SQL writer output unusable: {_one_line(exc)}"
+                previous = f"(no query)\nerror: {step.reason}"
+                continue
+            step.record(stats)
+            sql = step.sql = _FENCE.sub("", str(pred.sql or "").strip()).strip()
+            if not sql:
+                step.reason = "the SQL writer found no query over these tables that answers the question"
+                break
+            try:
+                result = self.warehouse.run(sql, time_limit_s=self.timeout_s, max_rows=self.rows)
+            except DataError as exc:
+                step.reason = _one_line(exc)
+                previous = f"{sql}\nerror: {step.reason}"
+                continue
+            hit = evidence(result, 1)
+            step.result = {"id": hit.chunk_id, **result.to_dict(), "text": result.as_text()}
+            step.chosen_ids = [hit.chunk_id]
+            return [hit]
+        trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
+        return []
+
+
+def evidence(result: Any, n: int) -> Hit:
+    """A query result as a passage the answerer and the critic read, cited as ``[sql:n]``."""
+    text = f"SQL: {result.sql}\nResult:\n{result.as_text()}"
+    return Hit(chunk_id=f"sql:{n}", text=text, title="SQL result", source="tables", rank=0, score=0.0, stages={},
+               meta={"sql": result.sql, "columns": list(result.columns), "rows": result.to_dict()["rows"],
+                     "truncated": result.truncated})
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:240]
