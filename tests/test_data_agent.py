@@ -224,3 +224,57 @@ def test_an_index_without_tables_builds_no_router_and_no_critic(tiny_index, ops)
 class _NoCost:
     latency_ms = tokens_in = tokens_out = cost = 0
     model, cached, notes = "scripted", False, []
+
+
+def test_rag_eval_scores_the_route_the_sql_and_the_critic(ops, checksum):
+    from types import SimpleNamespace
+
+    from rag.eval.agent_metrics import score_item, summarize
+
+    n = open_claims(ops)
+    data_item = SimpleNamespace(id="d1", type="answerable", should_refuse=False, evidence=[], reference_answer=str(n),
+                                meta={"route": "data", "gold_sql": OPEN_CLAIMS, "gold_result": [[n]], "key_facts": [str(n)]})
+    ok = agent_for(ops, [ROUTE_DATA, {"sql": "DROP TABLE claims"}, {"sql": OPEN_CLAIMS},
+                         {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}, GROUNDED])(
+        question="How many claims are open?")
+    refuse_item = SimpleNamespace(id="u1", type="unanswerable", should_refuse=True, evidence=[], reference_answer="",
+                                  meta={"route": "data", "key_facts": []})
+    flagged = agent_for(ops, [ROUTE_BOTH, {"reason": "no", "relevant": False, "relevant_chunk_ids": []},
+                              {"query": "drivers"}, {"reason": "no", "relevant": False, "relevant_chunk_ids": []},
+                              {"sql": "SELECT count(*) FROM shipments"}, {"answer": "2500 drivers [sql:1].", "cited_ids": ["sql:1"]},
+                              {"reason": "drivers are not in the result", "grounded": False},
+                              {"answer": "2500 [sql:1].", "cited_ids": ["sql:1"]},
+                              {"reason": "still not drivers", "grounded": False}], max_rewrites=1)(
+        question="Which driver delivered the most?")
+    scores = [score_item(data_item, prediction_to_dict(ok), set(), k=4),
+              score_item(refuse_item, prediction_to_dict(flagged), set(), k=4)]
+    m = summarize(scores)["metrics"]
+    assert m["routing_accuracy"] == 0.5  # data right, both for a data-labelled question wrong
+    assert m["sql_execution_accuracy"] == 1.0 and m["sql_validity"] == 1.0
+    assert m["sql_correction_rate"] == 0.5 and m["sql_correction_success"] == 1.0
+    assert m["guard_rejection_rate"] == 1 / 3  # DROP refused; the count and the shipments query ran
+    assert m["critic_flag_rate"] == 0.5 and m["unanswerable_caught"] == 1.0 and m["key_fact_accuracy"] == 1.0
+    assert "routing_accuracy" in summarize(scores)["ci"]
+
+
+def test_an_index_without_tables_adds_no_data_metrics(tiny_retriever):
+    from types import SimpleNamespace
+
+    from rag.eval.agent_metrics import score_item, summarize
+
+    dspy.configure(lm=DummyLM([{"reason": "ok", "relevant": True, "relevant_chunk_ids": ["with#001"]},
+                               {"answer": "It does [with#001].", "cited_ids": ["with#001"]}]))
+    pred = Sieve(tiny_retriever)(question="What does the with statement do?")
+    item = SimpleNamespace(id="a", type="answerable", should_refuse=False, evidence=[], reference_answer="x", meta={})
+    metrics = summarize([score_item(item, prediction_to_dict(pred), {"with#001"}, k=4)])["metrics"]
+    assert "routing_accuracy" not in metrics and "critic_flag_rate" not in metrics
+
+
+@pytest.mark.parametrize("got, gold, same", [
+    ([[4]], [[4]], True), ([["Northwind", 283]], [[283, "northwind"]], True), ([[1.004]], [[1.0]], True),
+    ([[1], [2]], [[2], [1]], True), ([[1], [2]], [[1]], False), ([[3]], [[4]], False), ([], [[0]], False),
+])
+def test_results_are_compared_as_bags_of_rows(got, gold, same):
+    from rag.eval.data_metrics import same_rows
+
+    assert same_rows(got, gold) is same

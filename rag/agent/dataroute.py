@@ -25,7 +25,7 @@ from typing import Any
 import dspy
 
 from rag.agent.trace import Step, Trace
-from rag.errors import DataError, SieveError
+from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
 
@@ -92,10 +92,12 @@ class DataRoute(dspy.Module):
                 break
             try:
                 result = self.warehouse.run(sql, time_limit_s=self.timeout_s, max_rows=self.rows)
-            except DataError as exc:
-                step.reason = _one_line(exc)
-                previous = f"{sql}\nerror: {step.reason}"
+            except DataError as exc:  # "guard: ..." refused before it ran; "duckdb: ..." failed or ran too long
+                step.verdict = False
+                step.reason = f"{'guard' if isinstance(exc, SQLRejected) else 'duckdb'}: {_one_line(exc)}"
+                previous = f"{sql}\nerror: {_one_line(exc)}"
                 continue
+            step.verdict = True
             hit = evidence(result, 1)
             step.result = {"id": hit.chunk_id, **result.to_dict(), "text": result.as_text()}
             step.chosen_ids = [hit.chunk_id]

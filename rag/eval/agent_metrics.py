@@ -28,6 +28,8 @@ Answers         correctness = judged correct / judged answered answerable items;
 Overlap         no model: reference F1 = mean token F1 of answered answerable items against the reference answer
                 (rag.eval.overlap); overlap correctness = share of them with F1 >= rag.eval.overlap.F1_CORRECT; end-to-end
                 overlap accuracy = such answers / answerable items. Computed with or without a judge.
+Data route      routing accuracy, SQL execution accuracy, validity and corrections, guard rejections, the critic's
+                flag rate, unanswerable caught, key-fact accuracy: rag.eval.data_metrics (index with tables only).
 Ops             latency p50/p95 per query (sum of its steps) and per node (per step); tokens and cost per
                 query. A cached step is charged ``original_latency_ms`` when the harness knows it, and
                 counted in ``cached_step_share``. error rate = items whose agent raised / items.
@@ -41,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rag.eval.data_metrics import add_data_metrics, score_data
 from rag.eval.decisions import answer_score, confusion, f1, grade_confusion, grader_score, rewrite_succeeded
 from rag.eval.metrics import hit_at_k, hits_recall, mrr_at_k, needle_recall, trace_hits, with_duplicates
 from rag.eval.overlap import F1_CORRECT, token_f1
@@ -66,7 +69,7 @@ def score_item(item: Any, prediction: Mapping[str, Any] | None, gold: set[str], 
     base: dict[str, Any] = {"id": item.id, "type": item.type, "should_refuse": bool(item.should_refuse),
                             "has_gold": bool(gold), "gold_known": gold_known, "has_evidence": bool(item.evidence),
                             "k": k, "max_rewrites": max_rewrites, "status": "error" if prediction is None else "ok",
-                            "error": error, "refused": False, "answered": False}
+                            "error": error, "refused": False, "answered": False, "data": score_data(item, prediction)}
     if prediction is None:
         return base
     steps = list(prediction["trace"]["steps"])
@@ -146,7 +149,7 @@ def rescore(record: Mapping[str, Any]) -> dict[str, Any]:
     old = record.get("scores") or {}
     item = SimpleNamespace(id=record["id"], type=record["type"], should_refuse=bool(record["should_refuse"]),
                            evidence=list(record.get("evidence") or []),
-                           reference_answer=record.get("reference_answer") or "")
+                           reference_answer=record.get("reference_answer") or "", meta=record.get("data_gold") or {})
     verdict = record.get("judge")
     new = score_item(item, record.get("prediction"), set(record.get("gold_ids") or []), k=old.get("k") or 4,
                      max_rewrites=old.get("max_rewrites"), error=record.get("error"),
@@ -238,6 +241,7 @@ def _metrics(scores: Sequence[Mapping[str, Any]]) -> Pooled:
                       ("cost_per_query", "cost")):
         m.mean(name, per(lambda s, key=key: s[key]), "items", "no items ran")
     m.ratio("cached_step_share", *num_den(per(lambda s: (s["cached_steps"], s["lm_steps"]))), "LM steps", "no LM steps")
+    add_data_metrics(m, scores, per)
     return m
 
 

@@ -25,6 +25,7 @@ from rag.agent.judging import AnswerJudge, answer_passages
 from rag.agent.module import prediction_to_dict
 from rag.errors import InputError, ModelError, SieveError
 from rag.eval.agent_metrics import score_item
+from rag.eval.data_metrics import DATA_KEYS
 from rag.eval.golden import check_gold_in_index, gold_chunk_ids
 from rag.eval.runs import (
     RESULTS,
@@ -218,6 +219,7 @@ def run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[str
     return {"id": item.id, "type": item.type, "split": item.split, "question": item.question,
             "reference_answer": item.reference_answer, "should_refuse": bool(item.should_refuse),
             "gold_ids": sorted(gold), "evidence": list(item.evidence), "config": config_name,
+            **({"data_gold": {k: item.meta[k] for k in DATA_KEYS if k in item.meta}} if "route" in item.meta else {}),
             "status": "error" if prediction is None else "ok", "error": error, "prediction": prediction,
             "judge": verdict,
             "scores": score_item(item, prediction, gold, k=k, max_rewrites=max_rewrites, judge=usable,

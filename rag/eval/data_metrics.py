@@ -1,0 +1,101 @@
+"""Data-route metrics: the router, the SQL writer and the guard, and the grounding critic, scored per item.
+
+Only items whose trace holds a ``route`` step (an index with tables) count; on an index without tables every
+metric here is absent and a run's summary is what it was. A golden item labels its route in ``route`` (docs, data
+or both), and a data or both item gives ``gold_sql`` with its ``gold_result`` (rows) and ``key_facts``.
+
+  routing accuracy        the route step chose the item's route label / items with a label
+  SQL execution accuracy  the statement that ran returned the gold rows / items with a gold result (no statement
+                          run = wrong). Rows are compared as a multiset of rows, each row as a multiset of values
+                          (column order and names aside), numbers rounded to 2 decimals, text case-folded
+  SQL validity            items where a statement ran / items where the SQL writer was asked
+  SQL correction rate     items that needed a correction / items where the SQL writer was asked; correction success
+                          = of those, the corrected statement ran
+  guard rejection rate    statements the guard refused / statements written
+  critic flag rate        answers flagged low_confidence / answered items the critic checked
+  unanswerable caught     unanswerable items refused or flagged low_confidence / unanswerable items
+  key-fact accuracy       answered answerable items whose answer holds every key fact (digits' thousands
+                          separators aside) / answerable items with key facts (a refusal = wrong)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+DATA_KEYS = ("route", "gold_sql", "gold_result", "key_facts")  # the golden fields the data route is scored on
+
+
+def score_data(item: Any, prediction: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per-item data-route facts for :func:`add_data_metrics` (``{"routed": False}`` when the agent did not route)."""
+    steps = list((prediction or {}).get("trace", {}).get("steps", []))
+    route = next((s for s in steps if s["node"] == "route"), None)
+    if prediction is None or route is None:
+        return {"routed": False}
+    meta = getattr(item, "meta", None) or {}
+    sqls = [s for s in steps if s["node"] == "sql"]
+    ran = next((s for s in sqls if s.get("result")), None)
+    gold = meta.get("gold_result")
+    answered = not prediction["refused"]
+    facts = [str(f) for f in meta.get("key_facts") or []]
+    return {"routed": True, "route": route.get("route"), "route_gold": meta.get("route"),
+            "sql_asked": bool(sqls), "sql_ran": ran is not None, "sql_corrected": len(sqls) > 1,
+            "sql_statements": sum(1 for s in sqls if s.get("sql")),
+            "guard_rejections": sum(1 for s in sqls if str(s.get("reason") or "").startswith("guard:")),
+            "exec_correct": None if gold is None else bool(ran and same_rows(ran["result"]["rows"], gold)),
+            "critiqued": any(s["node"] == "critique" for s in steps),
+            "low_confidence": bool(prediction.get("low_confidence")),
+            "caught": bool(prediction["refused"] or prediction.get("low_confidence")) if item.should_refuse else None,
+            "key_facts_ok": (None if item.should_refuse or not facts
+                             else bool(answered and all(_norm(f) in _norm(prediction["answer"]) for f in facts)))}
+
+
+def add_data_metrics(m: Any, scores: Sequence[Mapping[str, Any]], per: Callable[..., list[Any]]) -> None:
+    """Put the data-route metrics into ``m`` (rag.eval.pooled.Pooled) when any item of ``scores`` was routed."""
+    if not any((s.get("data") or {}).get("routed") for s in scores):
+        return
+    d = lambda s: s.get("data") or {}  # noqa: E731
+
+    m.share("routing_accuracy", per(lambda s: d(s)["route"] == d(s)["route_gold"],
+                                    lambda s: d(s).get("routed") and d(s).get("route_gold")), "no routed items with a route label")
+    m.share("sql_execution_accuracy", per(lambda s: d(s)["exec_correct"], lambda s: d(s).get("exec_correct") is not None),
+            "no routed items with a gold result")
+    asked = lambda s: bool(d(s).get("sql_asked"))  # noqa: E731
+    m.share("sql_validity", per(lambda s: d(s)["sql_ran"], asked), "the SQL writer was never asked")
+    m.share("sql_correction_rate", per(lambda s: d(s)["sql_corrected"], asked), "the SQL writer was never asked")
+    m.share("sql_correction_success", per(lambda s: d(s)["sql_ran"], lambda s: d(s).get("sql_corrected")),
+            "no statement needed a correction")
+    pairs = per(lambda s: (d(s)["guard_rejections"], d(s)["sql_statements"]), asked)
+    m.ratio("guard_rejection_rate", [p[0] if p else 0.0 for p in pairs], [p[1] if p else 0.0 for p in pairs],
+            "statements", "no statements written")
+    m.share("critic_flag_rate", per(lambda s: d(s)["low_confidence"], lambda s: d(s).get("critiqued")),
+            "the critic checked no answer")
+    m.share("unanswerable_caught", per(lambda s: d(s)["caught"], lambda s: d(s).get("caught") is not None),
+            "no unanswerable items")
+    m.share("key_fact_accuracy", per(lambda s: d(s)["key_facts_ok"], lambda s: d(s).get("key_facts_ok") is not None),
+            "no answerable items with key facts")
+
+
+def same_rows(got: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:
+    """Whether two results hold the same rows, in any order and with the columns in any order."""
+    def bag(rows: Sequence[Sequence[Any]]) -> Counter:
+        return Counter(tuple(sorted(map(_value, row))) for row in rows)
+
+    return bag(got) == bag(gold)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    try:
+        return f"{round(float(v), 2):.2f}"
+    except (TypeError, ValueError):
+        return str(v).strip().casefold()
+
+
+def _norm(text: str) -> str:
+    """Lower case, thousands separators out of numbers (5,000 -> 5000), whitespace collapsed."""
+    import re
+
+    return " ".join(re.sub(r"(?<=\d),(?=\d{3}\b)", "", str(text)).casefold().split())
