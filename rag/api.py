@@ -37,11 +37,13 @@ class Source:
     source: str = ""
     page: int | None = None
     page_end: int | None = None
+    sql: str | None = None  # a SQL result ([sql:1]): the statement that ran
+    rows: list[list[Any]] | None = None  # ... and its rows
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Source":
         return cls(id=data["chunk_id"], title=data.get("title", ""), source=data.get("source", ""),
-                   page=data.get("page"), page_end=data.get("page_end"))
+                   page=data.get("page"), page_end=data.get("page_end"), sql=data.get("sql"), rows=data.get("rows"))
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Answer:
     trace: Any
     prediction: "dspy.Prediction" = field(repr=False)
     uncited: list[Source] = field(default_factory=list)
+    low_confidence: bool = False  # the grounding critic found a claim the evidence does not state (critic_reason)
+    critic_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The same JSON ``rag ask --json`` prints."""
@@ -93,7 +97,9 @@ class Agent:
         return Answer(text=pred.answer, refused=bool(pred.refused), trace=pred.trace, prediction=pred,
                       sources=[Source.from_dict(s) for s in pred.sources],
                       closest=[Source.from_dict(s) for s in pred.closest],
-                      uncited=[Source.from_dict(s) for s in getattr(pred, "uncited", None) or []])
+                      uncited=[Source.from_dict(s) for s in getattr(pred, "uncited", None) or []],
+                      low_confidence=bool(getattr(pred, "low_confidence", False)),
+                      critic_reason=getattr(pred, "critic_reason", None))
 
 
 def open_agent(settings: Settings | None = None, *, use_artifact: bool = True,

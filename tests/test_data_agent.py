@@ -273,8 +273,44 @@ def test_an_index_without_tables_adds_no_data_metrics(tiny_retriever):
 @pytest.mark.parametrize("got, gold, same", [
     ([[4]], [[4]], True), ([["Northwind", 283]], [[283, "northwind"]], True), ([[1.004]], [[1.0]], True),
     ([[1], [2]], [[2], [1]], True), ([[1], [2]], [[1]], False), ([[3]], [[4]], False), ([], [[0]], False),
+    ([[126.80931263858093]], [[126.8]], True), ([[126.86]], [[126.8]], False), ([[5000.004]], [[5000.0]], True),
+    ([["2024-12-31"]], [["2024-12-31"]], True), ([[None]], [[0]], False), ([[0.333333]], [[0.3333333333]], True),
 ])
 def test_results_are_compared_as_bags_of_rows(got, gold, same):
     from rag.eval.data_metrics import same_rows
 
     assert same_rows(got, gold) is same
+
+
+def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, checksum, tmp_path, monkeypatch):
+    """The CLI, in-process over the real index: the statement and its rows under the source it cites, and the
+    critic's flag after the answer (stdout); --json carries both."""
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+    from rag.lm.adapter import SieveAdapter
+
+    index, _ = ops
+    n = open_claims(ops)
+    # keyed by the output fields each role's prompt lists last (first match wins)
+    lm = DummyLM({"- grounded (": {"reason": "the answer says 'all' but the result counts open claims only",
+                                   "grounded": False},
+                  "- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
+                  "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}},
+                 adapter=SieveAdapter())
+    monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {r: lm for r in
+                                                                        ("grader", "rewriter", "answerer", "judge")})
+    monkeypatch.chdir(tmp_path)  # no sieve.toml
+    args = ["ask", "How many claims are open?", "--index-dir", str(index.dir), "--no-artifact", "--no-cache"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"All {n} claims are open [sql:1]."
+    assert lines[2].startswith("Low confidence: the grounding critic found a claim the evidence does not state")
+    assert "counts open claims only" in lines[2]
+    at = lines.index("  [1] SQL result (sql:1)")
+    ran = "SELECT COUNT(*) AS n FROM claims WHERE status = 'open' LIMIT 51"  # as the guard rewrote it: the row cap + 1
+    assert lines[at + 1:at + 3] == [f"      {ran}", f"      {n}"]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert data["low_confidence"] is True and "counts open claims only" in data["critic_reason"]
+    assert data["sources"][0]["sql"] == ran and data["sources"][0]["rows"] == [[n]]

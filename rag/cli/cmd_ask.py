@@ -51,6 +51,12 @@ def ask(
         rag ask "What is a lambda?" --verbose   # which artifact ran, or why none did
 
         rag ask "What is the hotel limit in Boston?" --where category=travel
+
+        rag ask "How many open claims exceed the amount that requires manager approval?" --index-dir ops/index
+
+    An index built with tables (rag index, rag demo ops) routes each question to the documents, the tables or
+    both; answers cite SQL results as [sql:1], shown with their statement, and the grounding critic flags an
+    answer whose claims the evidence does not state as low confidence.
     """
     clean_warnings()
     at_least(1, k=k)
@@ -84,12 +90,19 @@ def ask(
         typer.echo(dump_json(data, indent=2, ensure_ascii=False))
         return
     typer.echo(pred.answer)
+    if getattr(pred, "low_confidence", False):
+        typer.echo(f"\nLow confidence: the grounding critic found a claim the evidence does not state "
+                   f"({pred.critic_reason}).")
     listed = pred.sources if not pred.refused else pred.closest
     if listed:
         typer.echo("\nSources:" if not pred.refused else "\nClosest passages (judged not relevant):")
         for i, src in enumerate(listed, 1):
             where = ", ".join(x for x in (src["title"] or src["chunk_id"], page_label(src)) if x)
             typer.echo(f"  [{i}] {where} ({src['chunk_id']})")
+            if src.get("sql"):  # a SQL result: the statement that ran, and its first rows
+                typer.echo(f"      {src['sql']}")
+                typer.echo("".join(f"      {' | '.join(map(str, row))}\n" for row in src["rows"][:5]).rstrip("\n")
+                           or "      (no rows)")
     uncited = getattr(pred, "uncited", None) or []
     if uncited:
         typer.echo("\nAlso read, not cited:")

@@ -7,7 +7,7 @@ or both), and a data or both item gives ``gold_sql`` with its ``gold_result`` (r
   routing accuracy        the route step chose the item's route label / items with a label
   SQL execution accuracy  the statement that ran returned the gold rows / items with a gold result (no statement
                           run = wrong). Rows are compared as a multiset of rows, each row as a multiset of values
-                          (column order and names aside), numbers rounded to 2 decimals, text case-folded
+                          (column order and names aside), a number equal at the gold value's own precision, text case-folded
   SQL validity            items where a statement ran / items where the SQL writer was asked
   SQL correction rate     items that needed a correction / items where the SQL writer was asked; correction success
                           = of those, the corrected statement ran
@@ -20,7 +20,6 @@ or both), and a data or both item gives ``gold_sql`` with its ``gold_result`` (r
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -78,20 +77,43 @@ def add_data_metrics(m: Any, scores: Sequence[Mapping[str, Any]], per: Callable[
 
 
 def same_rows(got: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:
-    """Whether two results hold the same rows, in any order and with the columns in any order."""
-    def bag(rows: Sequence[Sequence[Any]]) -> Counter:
-        return Counter(tuple(sorted(map(_value, row))) for row in rows)
+    """Whether two results hold the same rows, in any order and with the columns in any order; a number matches
+    at the gold value's own precision (126.809 is 126.8 when the gold query rounded to one decimal)."""
+    if len(got) != len(gold):
+        return False
+    left = [sorted(map(_cell, row), key=repr) for row in got]
+    for row in gold:
+        want = sorted(map(_cell, row), key=repr)
+        match = next((i for i, have in enumerate(left) if _same_row(have, want)), None)
+        if match is None:
+            return False
+        left.pop(match)
+    return True
 
-    return bag(got) == bag(gold)
 
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return str(v)
+def _cell(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
     try:
-        return f"{round(float(v), 2):.2f}"
+        return float(v)
     except (TypeError, ValueError):
-        return str(v).strip().casefold()
+        return str(v).strip().casefold() if v is not None else None
+
+
+def _same_row(have: list[Any], want: list[Any]) -> bool:
+    if len(have) != len(want):
+        return False
+    numbers = lambda row: sorted(v for v in row if isinstance(v, float))  # noqa: E731
+    texts = lambda row: sorted((v for v in row if not isinstance(v, float)), key=repr)  # noqa: E731
+    if texts(have) != texts(want) or len(numbers(have)) != len(numbers(want)):
+        return False
+    return all(abs(a - b) <= _tolerance(b) for a, b in zip(numbers(have), numbers(want)))
+
+
+def _tolerance(gold: float) -> float:
+    """Half a unit of the gold number's last decimal (at most 2 decimals are read as rounding)."""
+    decimals = min(len(repr(gold).split(".")[1].rstrip("0")) if "." in repr(gold) else 0, 6)
+    return 0.5 * 10 ** -decimals + 1e-9 if decimals <= 2 else 1e-6 * max(1.0, abs(gold))
 
 
 def _norm(text: str) -> str:

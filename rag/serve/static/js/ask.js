@@ -2,7 +2,7 @@
 import { streamEvents } from "./api.js";
 import { el, show, ms } from "./dom.js";
 import { openPassage } from "./passage.js";
-import { answerText, chunkLink, pendingStep, renderStep } from "./trace.js";
+import { answerText, chunkLink, pendingStep, renderStep, sqlResult } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const ctx = { onPassage: openPassage };
@@ -62,9 +62,13 @@ function showResult(d) {
       el("p", { class: "answer-text" }, d.answer), el("h3", {}, "Closest passages (judged not relevant)"),
       el("ul", { class: "closest" }, d.closest.map((s) => el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || ""))), totals));
   } else {
+    const flag = d.low_confidence
+      ? [el("div", { id: "low-confidence", class: "warning" }, "Low confidence: the grounding critic found a claim the evidence "
+        + "does not state (", d.critic_reason || "", ").")] : [];
     $("result").replaceChildren(el("div", { id: "answer", class: "result answered" }, el("h2", {}, "Answer"),
-      answerText(d.answer, d.citations, ctx), el("h3", {}, "Sources"),
-      el("ul", { class: "sources" }, d.sources.map((s) => el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || ""))), totals));
+      answerText(d.answer, d.citations, ctx), ...flag, el("h3", {}, "Sources"),
+      el("ul", { class: "sources" }, d.sources.map((s) => el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || "",
+        s.sql ? sqlResult(s) : ""))), totals));
   }
 }
 

@@ -1,10 +1,20 @@
 // One trace step as the page shows it, live (ask) and in the evaluation browser (failure cases) alike.
-import { el, ms } from "./dom.js";
+import { el, ms, table } from "./dom.js";
 
-const LABEL = { retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", answer: "Answer", refuse: "Refuse" };
+const LABEL = { route: "Route", retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", sql: "SQL", answer: "Answer",
+                critique: "Critic", refuse: "Refuse" };
+
+// A SQL result (the data route's evidence): the statement that ran and its rows, as text (never markup).
+export function sqlResult(r) {
+  const rows = (r.rows || []).slice(0, 20);
+  return el("div", { class: "sql-result" }, el("pre", { class: "sql" }, r.sql || ""),
+    el("table", { class: "grid" }, ...table(r.columns || [], rows.map((row) => row.map((v) => (v === null ? "NULL" : String(v)))))),
+    (r.rows || []).length > rows.length || r.truncated ? el("div", { class: "muted" }, "more rows not shown") : "");
+}
 
 // A chunk id as a link that opens the passage; gold chunks (evaluation browser) are starred.
 export function chunkLink(id, ctx) {
+  if (/^sql:\d+$/.test(id)) return el("span", { class: "chunk sql-id", title: "a SQL result (shown in the SQL step)" }, id);
   const gold = ctx.gold && ctx.gold.has(id);
   return el("button", { type: "button", class: `chunk${gold ? " gold" : ""}`, title: gold ? "gold chunk" : "show the passage",
                         dataset: { chunk: id }, onclick: () => ctx.onPassage && ctx.onPassage(id) },
@@ -96,6 +106,16 @@ function body(s, ctx) {
     case "answer":
       return [answerText(s.answer, s.chosen_ids, ctx), el("div", {}, "cited: ", ids(s.chosen_ids, ctx)),
               el("div", {}, "read, not cited: ", ids((s.shown_ids || []).filter((id) => !(s.chosen_ids || []).includes(id)), ctx))];
+    case "route":
+      return [el("div", {}, el("span", { class: "badge yes" }, (s.route || "").toUpperCase())),
+              el("div", { class: "reason" }, "reason: ", s.reason || "")];
+    case "sql":
+      return [el("pre", { class: "sql" }, s.sql || "(no query)"),
+              s.result ? el("div", {}, `[${s.result.id}] `, sqlResult(s.result))
+                       : el("div", { class: "reason" }, "not run: ", s.reason || "")];
+    case "critique":
+      return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "GROUNDED" : "NOT GROUNDED")),
+              el("div", { class: "reason" }, "reason: ", s.reason || ""), el("div", {}, "checked against: ", ids(s.shown_ids, ctx))];
     case "refuse":
       return [el("p", { class: "answer-text" }, s.answer || ""), el("div", { class: "reason" }, "reason: ", s.reason || ""),
               el("div", {}, "closest passages (judged not relevant): ", ids(s.shown_ids, ctx))];
