@@ -155,3 +155,28 @@ def test_a_label_with_citations_applies_only_to_an_answer_citing_those_passages(
     save_labels(tmp_path / "l.jsonl", labels + [dict(labels[0], note="relabelled")])
     stored = load_labels(tmp_path / "l.jsonl")
     assert len(stored) == 3 and stored[0]["note"] == "relabelled"
+
+
+def test_the_critic_is_scored_against_the_faithful_labels_by_its_last_verdict():
+    from rag.eval.calibrate import critic_agreement
+
+    def rec(iid, answer, *verdicts, should_refuse=False):
+        steps = [{"node": "answer"}, *({"node": "critique", "verdict": v} for v in verdicts)]
+        return {"id": iid, "config": "full", "status": "ok", "should_refuse": should_refuse,
+                "prediction": {"refused": False, "answer": answer, "trace": {"steps": steps}}}
+
+    records = [rec("a1", "x", True),            # grounded, and faithful: agree
+               rec("a2", "x", False, False),    # flagged after its retry, and unfaithful: agree
+               rec("a3", "x", False, True),     # grounded after the retry, but unfaithful: a miss
+               rec("a4", "x", None),            # the critic's output was unusable: left out
+               rec("a5", "x"),                  # never critiqued (an index without tables): left out
+               rec("a6", "unlabelled", True),
+               rec("u1", "x", False, False, should_refuse=True)]  # an answer to an unanswerable item, caught
+    labels = [{"id": i, "answer": "x", "correct": i == "a1", "faithful": i == "a1"}
+              for i in ("a1", "a2", "a3", "a4", "a5", "u1")]
+    out = critic_agreement(records, labels)
+    assert (out["n"], out["critic_yes"], out["human_yes"]) == (4, 2, 1)
+    assert out["accuracy"] == 0.75 and (out["flagged_unfaithful"], out["missed_unfaithful"]) == (2, 1)
+    assert out["kappa"] == pytest.approx(cohen_kappa([True, False, True, False], [True, False, False, False]))
+    none = critic_agreement(records[3:5], labels)
+    assert none["n"] == 0 and none["accuracy"] is None and none["kappa"] is None

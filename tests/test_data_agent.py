@@ -254,7 +254,19 @@ def test_rag_eval_scores_the_route_the_sql_and_the_critic(ops, checksum):
     assert m["sql_correction_rate"] == 0.5 and m["sql_correction_success"] == 1.0
     assert m["guard_rejection_rate"] == 1 / 3  # DROP refused; the count and the shipments query ran
     assert m["critic_flag_rate"] == 0.5 and m["unanswerable_caught"] == 1.0 and m["key_fact_accuracy"] == 1.0
-    assert "routing_accuracy" in summarize(scores)["ci"]
+    summary = summarize(scores)
+    assert "routing_accuracy" in summary["ci"] and list(summary["by_route"]) == ["data"]
+    assert summary["by_route"]["data"]["metrics"]["routing_accuracy"] == 0.5
+
+    from pathlib import Path
+
+    from rag.report.markdown import data_route_section
+
+    report = "\n".join(data_route_section([{"dir": Path("ops"), "summary": {**summary, "n_done": 2, "n_selected": 2},
+                                            "records": []}]))
+    assert "## Data route (router, SQL, critic)" in report and "### route data (items: 2)" in report
+    assert "| Routing accuracy (docs / data / both) | 50.0% [" in report
+    assert "| Guard rejections (of statements) | 33.3% [" in report
 
 
 def test_an_index_without_tables_adds_no_data_metrics(tiny_retriever):
@@ -268,6 +280,11 @@ def test_an_index_without_tables_adds_no_data_metrics(tiny_retriever):
     item = SimpleNamespace(id="a", type="answerable", should_refuse=False, evidence=[], reference_answer="x", meta={})
     metrics = summarize([score_item(item, prediction_to_dict(pred), {"with#001"}, k=4)])["metrics"]
     assert "routing_accuracy" not in metrics and "critic_flag_rate" not in metrics
+
+    from rag.report.markdown import data_route_section
+
+    summary = summarize([score_item(item, prediction_to_dict(pred), {"with#001"}, k=4)])
+    assert "by_route" not in summary and data_route_section([{"summary": summary}]) == []
 
 
 @pytest.mark.parametrize("got, gold, same", [

@@ -64,7 +64,8 @@ def calibrate(
     json_out: bool = typer.Option(False, "--json", help="print the agreement as JSON"),
 ) -> None:
     """Label answers by hand (or import labels) and report the judge's accuracy and Cohen's kappa against them,
-    and those of the model-free reference-overlap rule (token F1 with the reference answer, rag.eval.overlap).
+    and those of the model-free reference-overlap rule (token F1 with the reference answer, rag.eval.overlap); on an
+    index with tables, the grounding critic's verdicts against the "faithful" labels too.
 
     Interactive: each answered item shows question, reference and answer; reply y/n per field, s to skip, q to quit (labels are saved after each item). Labels match a record by id AND answer text (and its citations, where the label lists them). Two runs of the same config are told apart by their folder names.
 
@@ -79,6 +80,7 @@ def calibrate(
         check_readable(path, flag)  # before any run is read or label written
     from rag.eval.calibrate import (
         agreement,
+        critic_agreement,
         human_accuracy,
         human_paired,
         label_interactively,
@@ -114,6 +116,7 @@ def calibrate(
     stored = [label for path in stores for label in load_labels(path)]
     result = agreement(records, stored)
     result["overlap"] = overlap_agreement(records, stored)
+    result["critic"] = critic_agreement(records, stored)
     result["human_e2e"] = human_accuracy(records, stored)
     result["human_paired"] = human_paired(records, stored)
     result["human_e2e_grounded"] = human_accuracy(records, stored, grounded=True)
@@ -133,6 +136,12 @@ def calibrate(
         typer.echo(f"correct by reference overlap (token F1 >= {o['threshold']}, no model), on {o['n']} labelled answers "
                    f"judged or not: accuracy {o['accuracy']:.1%}  Cohen's kappa {kappa}  (overlap yes {o['overlap_yes']}, "
                    f"human yes {o['human_yes']})")
+    c = result["critic"]
+    if c["n"]:
+        kappa = "— (undefined: one label only)" if c["kappa"] is None else f"{c['kappa']:.3f}"
+        typer.echo(f"grounding critic vs faithful, on {c['n']} labelled answers it checked: accuracy {c['accuracy']:.1%}  "
+                   f"Cohen's kappa {kappa}  (critic grounded {c['critic_yes']}, human faithful {c['human_yes']}; "
+                   f"unfaithful flagged {c['flagged_unfaithful']}, missed {c['missed_unfaithful']})")
     for suffix, right in (("", "right"), ("_grounded", "right and faithful to its citations")):
         for config, r in sorted(result["human_e2e" + suffix].items()):
             acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%} [{r['interval'][0]:.1%}, {r['interval'][1]:.1%}]"

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rag.eval.data_metrics import add_data_metrics, score_data
+from rag.eval.data_metrics import add_data_metrics, route_groups, score_data
 from rag.eval.decisions import answer_score, confusion, f1, grade_confusion, grader_score, rewrite_succeeded
 from rag.eval.metrics import hit_at_k, hits_recall, mrr_at_k, needle_recall, trace_hits, with_duplicates
 from rag.eval.overlap import F1_CORRECT, token_f1
@@ -276,4 +276,8 @@ def summarize(scores: Sequence[Mapping[str, Any]], *, by_type: bool = True, with
         types = sorted({s["type"] for s in scores})
         out["by_type"] = {t: summarize([s for s in scores if s["type"] == t], by_type=False,
                                        with_intervals=with_intervals) for t in types}
+        routes = route_groups(scores)  # an index with tables: the same figures per gold route (docs, data, both)
+        if routes:
+            out["by_route"] = {r: summarize(group, by_type=False, with_intervals=with_intervals)
+                               for r, group in routes.items()}
     return out

@@ -148,6 +148,26 @@ def overlap_agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Map
             "kappa": cohen_kappa(rule, human), "overlap_yes": sum(rule), "human_yes": sum(human)}
 
 
+def critic_agreement(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The grounding critic (rag.agent.critique) vs the human "faithful" label, on every labelled answer the critic
+    checked: its last verdict is the one on the answer returned (grounded, or flagged low_confidence). Answers to
+    unanswerable items count too: an answer the evidence does not support is what the critic is there to catch.
+    n, accuracy, Cohen's kappa, and the two yes counts (yes = grounded / faithful)."""
+    lookup, pairs = _Lookup(labels), []
+    for r in records:
+        pred = r.get("prediction") or {}
+        if r.get("status") != "ok" or not pred or pred.get("refused"):
+            continue
+        lab = lookup({"id": r["id"], "answer": pred.get("answer"), "citations": pred.get("citations")})
+        verdicts = [s.get("verdict") for s in pred.get("trace", {}).get("steps", []) if s["node"] == "critique"]
+        if lab is not None and verdicts and verdicts[-1] is not None:
+            pairs.append((bool(verdicts[-1]), bool(lab["faithful"])))
+    critic, human = [a for a, _ in pairs], [b for _, b in pairs]
+    return {"n": len(pairs), "accuracy": (sum(a == b for a, b in pairs) / len(pairs)) if pairs else None,
+            "kappa": cohen_kappa(critic, human), "critic_yes": sum(critic), "human_yes": sum(human),
+            "flagged_unfaithful": sum(not a and not b for a, b in pairs), "missed_unfaithful": sum(a and not b for a, b in pairs)}
+
+
 def human_outcomes(records: Iterable[Mapping[str, Any]], labels: Iterable[Mapping[str, Any]],
                    grounded: bool = False) -> dict[tuple[str, str], bool | None]:
     """(config, item id) -> right by the human labels, for items that should be answered: a refusal or an error

@@ -27,12 +27,13 @@ DATA_KEYS = ("route", "gold_sql", "gold_result", "key_facts")  # the golden fiel
 
 
 def score_data(item: Any, prediction: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Per-item data-route facts for :func:`add_data_metrics` (``{"routed": False}`` when the agent did not route)."""
+    """Per-item data-route facts for :func:`add_data_metrics` (``routed`` False, with the gold label, when the agent
+    did not route: an index without tables, or an item that failed before routing)."""
     steps = list((prediction or {}).get("trace", {}).get("steps", []))
     route = next((s for s in steps if s["node"] == "route"), None)
-    if prediction is None or route is None:
-        return {"routed": False}
     meta = getattr(item, "meta", None) or {}
+    if prediction is None or route is None:
+        return {"routed": False, "route_gold": meta.get("route")}
     sqls = [s for s in steps if s["node"] == "sql"]
     ran = next((s for s in sqls if s.get("result")), None)
     gold = meta.get("gold_result")
@@ -74,6 +75,20 @@ def add_data_metrics(m: Any, scores: Sequence[Mapping[str, Any]], per: Callable[
             "no unanswerable items")
     m.share("key_fact_accuracy", per(lambda s: d(s)["key_facts_ok"], lambda s: d(s).get("key_facts_ok") is not None),
             "no answerable items with key facts")
+
+
+def route_groups(scores: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The routed items grouped by their gold route label (docs, data, both; unanswerable items stay in their
+    route's group), in that order; {} when no item was routed or none has a label."""
+    if not any((s.get("data") or {}).get("routed") for s in scores):
+        return {}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for s in scores:
+        gold = (s.get("data") or {}).get("route_gold")
+        if gold:
+            groups.setdefault(str(gold), []).append(s)
+    order = {name: i for i, name in enumerate(("docs", "data", "both"))}
+    return dict(sorted(groups.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
 def same_rows(got: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:

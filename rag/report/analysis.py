@@ -18,7 +18,7 @@ import pandas as pd
 from rag.errors import InputError
 from rag.eval.agent_metrics import grade_confusion, intervals, percentile, step_latency
 from rag.eval.diagnose import KINDS, diagnose
-from rag.report.markdown import ROWS, fmt_ci
+from rag.report.markdown import DATA_ROWS, ROWS, fmt_ci, has_data_route
 from rag.report.runset import ENV_RUNS, Run, RunSet, default_paths, load_runs
 from rag.report.runset import as_list as _runs
 from rag.report.trace_view import is_right, outcome, render_trace
@@ -107,19 +107,25 @@ def steps_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
 # ---------------------------------------------------------------- tables across runs
 
 
+def _rows(runs: Sequence[Run]) -> tuple[tuple[str, str, str], ...]:
+    """The report's metric rows, with the data route's when a run routed questions (an index with tables)."""
+    return (*ROWS, *DATA_ROWS) if has_data_route([r.summary for r in runs]) else ROWS
+
+
 def metric_values(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     """Metrics (rows, rag.report.markdown order) by run (columns) as numbers; NaN where a run could not compute one."""
     runs = _runs(runs)
-    data = {r.name: [r.summary["metrics"].get(key) for key, _, _ in ROWS] for r in runs}
-    return pd.DataFrame(data, index=[key for key, _, _ in ROWS], dtype=float)
+    rows = _rows(runs)
+    data = {r.name: [r.summary["metrics"].get(key) for key, _, _ in rows] for r in runs}
+    return pd.DataFrame(data, index=[key for key, _, _ in rows], dtype=float)
 
 
 def metric_intervals(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     """One row per run and computed metric: value, 95% interval (lo, hi), n and its unit, and the method."""
-    rows = []
-    for r in _runs(runs):
+    rows, runs = [], _runs(runs)
+    for r in runs:
         ci = _intervals(r)
-        for key, label, _ in ROWS:
+        for key, label, _ in _rows(runs):
             value = r.summary["metrics"].get(key)
             if value is None:
                 continue
@@ -132,12 +138,13 @@ def metric_intervals(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
 def metric_table(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     """The metric table for reading: ``value [95% interval] n``, ``n/a (why)`` where a run could not compute one."""
     runs = _runs(runs)
+    rows = _rows(runs)
     data = {}
     for r in runs:
         m, why, ci = r.summary["metrics"], r.summary.get("why", {}), _intervals(r)
         data[r.name] = [fmt_ci(m.get(key), kind, why.get(key), ci.get(key)).replace("—", "n/a")
-                        for key, _, kind in ROWS]
-    table = pd.DataFrame(data, index=[label for _, label, _ in ROWS])
+                        for key, _, kind in rows]
+    table = pd.DataFrame(data, index=[label for _, label, _ in rows])
     table.index.name = "metric"
     return table
 
@@ -205,6 +212,22 @@ def refusal_outcomes(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
     bounds = [wilson(int(k), int(n)) for k, n in zip(table.refused, table.n)]
     table["refusal_lo"], table["refusal_hi"] = [b[0] for b in bounds], [b[1] for b in bounds]
     return table.reset_index()
+
+
+def by_route(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
+    """Per run and gold route (docs, data, both; an index with tables only): n and the data route's main figures,
+    ``value [95% interval] n`` as in ``metric_table``. Empty when no run routed questions."""
+    from rag.report.markdown import ROUTE_ROWS
+
+    labels = {key: (label, kind) for key, label, kind in (*ROWS, *DATA_ROWS)}
+    rows = []
+    for r in _runs(runs):
+        for route, sub in r.summary.get("by_route", {}).items():
+            ci, why = sub.get("ci") or {}, sub.get("why", {})
+            rows.append({"config": r.name, "route": route, "n": sub["n"],
+                         **{labels[key][0]: fmt_ci(sub["metrics"].get(key), labels[key][1], why.get(key), ci.get(key))
+                            .replace("—", "n/a") for key in ROUTE_ROWS}})
+    return pd.DataFrame(rows, columns=["config", "route", "n", *(labels[key][0] for key in ROUTE_ROWS)])
 
 
 def failures(runs: RunSet | Sequence[Run], diagnosis: str | Sequence[str] | None = None) -> pd.DataFrame:

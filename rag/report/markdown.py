@@ -56,6 +56,20 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("cost_per_query", "Cost per query (USD)", "usd"),
     ("cached_step_share", "LM steps served from cache", "pct"),
 )
+# the data route's (an index with tables, rag.eval.data_metrics): a section of their own, only when a run has them
+DATA_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("routing_accuracy", "Routing accuracy (docs / data / both)", "pct"),
+    ("sql_execution_accuracy", "SQL execution accuracy (gold rows)", "pct"),
+    ("sql_validity", "SQL validity (a statement ran)", "pct"),
+    ("sql_correction_rate", "SQL correction rate", "pct"),
+    ("sql_correction_success", "SQL correction success", "pct"),
+    ("guard_rejection_rate", "Guard rejections (of statements)", "pct"),
+    ("critic_flag_rate", "Critic flag rate (low confidence)", "pct"),
+    ("unanswerable_caught", "Unanswerable refused or flagged", "pct"),
+    ("key_fact_accuracy", "Key-fact accuracy (no model)", "pct"),
+)
+ROUTE_ROWS = ("routing_accuracy", "sql_execution_accuracy", "key_fact_accuracy", "false_refusal_rate",
+              "unanswerable_caught", "critic_flag_rate", "latency_p50_ms")
 TYPE_ROWS = ("e2e_accuracy", "answer_correctness", "false_refusal_rate", "correct_refusal_rate", "error_rate",
              "recall_at_k", "needle_recall", "rewrites_per_answerable", "steps_mean")
 INTERVALS_NOTE = ("Each figure: value [95% interval] and n, what it counts (items unless named). Wilson interval "
@@ -130,16 +144,43 @@ def _name_apart(runs: Sequence[dict[str, Any]]) -> None:
         r["name"] = name
 
 
-def metric_table(runs: Sequence[dict[str, Any]]) -> list[str]:
+def metric_table(runs: Sequence[dict[str, Any]], rows_of: Sequence[tuple[str, str, str]] = ROWS) -> list[str]:
     """The main table: one row per metric, one column per run."""
     header = ["Metric", *(_name(r) for r in runs)]
     rows = [["Items (done / selected)", *(f"{r['summary']['n_done']} / {r['summary']['n_selected']}" for r in runs)]]
     cis = [run_intervals(r) for r in runs]
-    for key, label, kind in ROWS:
+    for key, label, kind in rows_of:
         rows.append([label.replace("@k", f"@{runs[0]['summary'].get('k', 'k')}"),
                      *(fmt_ci(r["summary"]["metrics"].get(key), kind, r["summary"]["why"].get(key), ci.get(key))
                        for r, ci in zip(runs, cis))])
     return _table(header, rows)
+
+
+def has_data_route(summaries: Sequence[dict[str, Any]]) -> bool:
+    """Whether any run routed questions (an index with tables): its data-route metrics are then shown."""
+    return any("routing_accuracy" in s["metrics"] for s in summaries)
+
+
+def data_route_section(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The router, the SQL writer and its guard, and the critic; then the main figures per gold route."""
+    if not has_data_route([r["summary"] for r in runs]):
+        return []
+    lines = ["## Data route (router, SQL, critic)", "",
+             "Only for an index with tables (rag.eval.data_metrics). SQL execution accuracy: the statement that ran "
+             "returned the gold rows; key-fact accuracy: the answer holds every key fact of the item (a refusal "
+             "counts as wrong).", "", *metric_table(runs, DATA_ROWS), ""]
+    routes = [t for t in ("docs", "data", "both") if any(t in r["summary"].get("by_route", {}) for r in runs)]
+    routes += sorted({t for r in runs for t in r["summary"].get("by_route", {})} - set(routes))
+    for route in routes:
+        subs = [r["summary"].get("by_route", {}).get(route) for r in runs]
+        rows = []
+        for key in ROUTE_ROWS:
+            label, kind = next((lab, k) for m, lab, k in (*ROWS, *DATA_ROWS) if m == key)
+            rows.append([label, *(fmt_ci(sub["metrics"].get(key), kind, sub["why"].get(key), (sub.get("ci") or {}).get(key))
+                                  if sub else "— (no items)" for sub in subs)])
+        n = " / ".join(str((sub or {}).get("n", 0)) for sub in subs)
+        lines += [f"### route {route} (items: {n})", "", *_table(["Metric", *(_name(r) for r in runs)], rows), ""]
+    return lines
 
 
 def paired_sections(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -166,6 +207,7 @@ def report(run_dirs: Sequence[str | Path], *, failures: int = 3) -> str:
         lines.append(f"- **{_name(r)}**: `{r['dir']}`, golden {s.get('golden_hash')}, k={s.get('k')}, "
                      f"max_rewrites={s.get('max_rewrites')}, {s['n_done']}/{s['n_selected']} items, {state}")
     lines += ["", "## Metrics", "", INTERVALS_NOTE, "", *metric_table(runs), ""]
+    lines += data_route_section(runs)
     if len(runs) > 1:
         lines += ["## Paired comparisons (same items)", "",
                   "McNemar (exact) for right/wrong outcomes, paired bootstrap interval and sign-flip p for the rest; "
