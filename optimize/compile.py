@@ -30,8 +30,13 @@ from rag.config import ROLES, Settings, sieve_home
 from rag.errors import ConfigError, InputError
 
 TOKENS_PER_CALL = {"grader": 1300, "rewriter": 250, "answerer": 900, "judge": 1100,  # measured means, see benchmarks/
-                   "agent": 1000, "hyde": 300}  # hyde: a short question in, a short passage out
-COMPILE_ROLES = (*ROLES, "agent", "hyde")  # agent: the whole program end to end; hyde: the query stage, by Recall@k
+                   "agent": 1000, "hyde": 300,  # hyde: a short question in, a short passage out
+                   "router": 1300, "sql": 1500}  # the ops demo's schema is ~1,200 tokens of each prompt
+# agent: the whole program end to end; hyde: the query stage, by Recall@k; router and sql: the data route (an index
+# with tables), by routing and execution accuracy
+COMPILE_ROLES = (*ROLES, "agent", "hyde", "router", "sql")
+# the roles that are not one of the agent's LM roles run on the LM of the role the agent calls them with
+RUNS_ON = {"hyde": "rewriter", "router": "grader", "sql": "answerer"}
 
 
 @dataclass
@@ -205,7 +210,7 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     spend: dict[str, dict[str, Any]] = {}
     for role, task in tasks.items():
         # the agent role runs each step on its own role's LM; the query stages run on the rewriter's
-        lm = lms.get("rewriter" if role == "hyde" else role) or lms["answerer"]
+        lm = lms.get(RUNS_ON.get(role, role)) or lms["answerer"]
         program, before, after, spend[role] = _compile_role(
             task, lm, ckpt / f"{role}.json", optimizer=optimizer, effort=effort, fresh=fresh, max_demos=max_demos,
             proposer_lm=lms.get("proposer") or lms.get("answerer"), show_progress=show_progress)
@@ -225,6 +230,13 @@ def compile_program(settings: Settings, *, golden: Path, optimizer: str = "boots
     for role, attr in (("grader", "grade"), ("rewriter", "rewrite"), ("answerer", "respond")):
         if role in compiled:
             getattr(agent, attr).load_state(compiled[role].predict.dump_state())
+    if "router" in compiled or "sql" in compiled:  # saved as data.choose and data.write; applies to an index with tables
+        from rag.agent.dataroute import DataRoute
+
+        agent.data = DataRoute(None, "")
+        for role, attr in (("router", "choose"), ("sql", "write")):
+            if role in compiled:
+                getattr(agent.data, attr).load_state(compiled[role].predict.dump_state())
     if "agent" in compiled:  # end-to-end demos and instructions win over the per-role ones
         agent.load_state(compiled["agent"].dump_state())
     judge = compiled["judge"].predict if "judge" in compiled else None
@@ -265,6 +277,8 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
             stack.enter_context(dspy.context(lm=lm))
             program = run_optimizer(optimizer, task.role, task.program.deepcopy(), task.metric, task.train, task.dev,
                                     lm, proposer_lm=proposer_lm, effort=effort, max_demos=max_demos)
+        for predictor in program.predictors():  # scored, saved and shipped without the inputs every prompt has
+            predictor.demos = [_without(demo, task.demo_drops) for demo in predictor.demos]
         after = _scores(program, task, lm, show_progress, "after")
     spend = {"lm_calls": counter.calls, "tokens": usage.get_total_tokens(), "wall_s": round(time.time() - started, 1),
              "model_calls": sum(len(calls) for calls in usage.usage_data.values())}  # the rest came from the cache
@@ -272,6 +286,14 @@ def _compile_role(task: Any, lm: dspy.BaseLM, done: Path, *, optimizer: str, eff
     tmp.write_text(json.dumps({"program": program.dump_state(), "before": before, "after": after, "spend": spend}))
     tmp.replace(done)  # atomic: a checkpoint is whole or absent
     return program, before, after, {**spend, "reused": False}
+
+
+def _without(demo: Any, names: tuple[str, ...]) -> Any:
+    if not names:
+        return demo
+    kept = {k: v for k, v in (demo.toDict() if hasattr(demo, "toDict") else dict(demo)).items() if k not in names}
+    inputs = [k for k in (getattr(demo, "_input_keys", None) or ()) if k in kept]
+    return dspy.Example(**kept).with_inputs(*inputs) if inputs else dspy.Example(**kept)
 
 
 def _scores(program: dspy.Module, task: Any, lm: dspy.BaseLM, show_progress: bool, when: str) -> dict[str, Any]:

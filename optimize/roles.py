@@ -17,6 +17,10 @@ compiled predictor is put back into the agent. Each metric is a function of rag.
     hyde      question                                 Recall@k of the first retrieval with  Recall@k (rag eval
                                                        the hypothetical passage searched     --retrieval-only,
                                                        too (no model scores it)              hyde=true)
+    router    question, the tables' schema             the route chosen is the item's label  routing accuracy
+                                                       (docs, data or both; no model)
+    sql       question, schema, the gold passages      the statement, through the SQL guard, SQL execution
+              (for a "both" item)                      returns the gold rows (no model)      accuracy
     agent     question (the whole program, end to end) refuses exactly when it should; else the
                                                        answerer's metric on its answer and cited passages
 """
@@ -34,7 +38,7 @@ from rag.agent.context import context_ids, extract_citations, format_context, sp
 from rag.agent.judging import NO_PASSAGES
 from rag.eval.decisions import answer_score, grader_score, rewrite_succeeded
 from rag.lm.adapter import shown_ids
-from signatures import Answerer, Grader, HypotheticalPassage, Judge, Rewriter
+from signatures import Answerer, Grader, HypotheticalPassage, Judge, Rewriter, SourceRouter, SQLWriter
 
 ROLE_NAMES = ("grader", "rewriter", "answerer", "judge")
 NOT_RELEVANT_REASON = "The passages do not state the answer to the question."
@@ -94,6 +98,28 @@ class HydeStep(dspy.Module):
         return self.predict(question=question)
 
 
+class RouteStep(dspy.Module):
+    """The data route's router alone (``Sieve.data.choose``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(SourceRouter)
+
+    def forward(self, question: str, tables: str) -> dspy.Prediction:
+        return self.predict(question=question, tables=tables)
+
+
+class SQLStep(dspy.Module):
+    """The data route's SQL writer alone (``Sieve.data.write``), on its first try (no previous statement)."""
+
+    def __init__(self):
+        super().__init__()
+        self.predict = dspy.Predict(SQLWriter)
+
+    def forward(self, question: str, tables: str, documents: str, previous: str = "") -> dspy.Prediction:
+        return self.predict(question=question, tables=tables, documents=documents, previous=previous)
+
+
 @dataclass
 class RoleTask:
     """Everything an optimizer needs for one role."""
@@ -105,6 +131,9 @@ class RoleTask:
     dev: list[dspy.Example]
     test: list[dspy.Example]
     calls_per_example: int  # LM calls per example: the role's own call plus the metric's
+    # inputs that are the same in every call of the role (the tables' schema): a demo leaves them out, since the
+    # prompt it sits in shows them already, so demos stay a few lines each
+    demo_drops: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------ examples
@@ -137,6 +166,26 @@ def hyde_example(item: Any, gold: set[str], passage: str) -> dspy.Example:
     own style and vocabulary)."""
     return dspy.Example(question=item.question, passage=passage, gold_ids=sorted(gold),
                         item_id=item.id).with_inputs("question")
+
+
+# a labelled router demo's reason, by route (the model writes its own; a demo needs one)
+ROUTE_REASONS = {"docs": "a rule or definition the documents state",
+                 "data": "values stored in the table rows",
+                 "both": "a number the documents set, applied to the table rows"}
+
+
+def route_example(item: Any, schema: str) -> dspy.Example:
+    route = item.meta["route"]
+    return dspy.Example(question=item.question, tables=schema, reason=ROUTE_REASONS[route], source=route,
+                        item_id=item.id).with_inputs("question", "tables")
+
+
+def sql_example(item: Any, schema: str, documents: str) -> dspy.Example:
+    """``documents``: the passages a "both" item's rule is stated in (what the agent hands the writer once the
+    grader accepted them); empty for a data item."""
+    return dspy.Example(question=item.question, tables=schema, documents=documents, previous="",
+                        sql=item.meta["gold_sql"], gold_result=item.meta["gold_result"],
+                        item_id=item.id).with_inputs("question", "tables", "documents", "previous")
 
 
 def agent_example(item: Any, gold: set[str]) -> dspy.Example:
@@ -195,6 +244,31 @@ def make_hyde_metric(retriever: Any, k: int) -> Callable[..., float]:
         recall = hits_recall(hits, with_duplicates(example.gold_ids, hits))  # as rag eval --retrieval-only scores
         return float(recall > 0) if trace is not None else recall
     return hyde_metric
+
+
+def route_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+    """1 when the router chose the item's route label (rag eval's routing accuracy is its mean)."""
+    return float(str(getattr(pred, "source", "") or "").strip().strip("\"'").lower() == example.source)
+
+
+def make_sql_metric(warehouse: Any, rows: int, timeout_s: float) -> Callable[..., float]:
+    """1 when the statement, run as the agent runs it (the SQL guard, read-only, ``rows`` and ``timeout_s``),
+    returns the gold rows (rag.eval.data_metrics.same_rows; rag eval's SQL execution accuracy); a refused or
+    failing statement scores 0."""
+    from rag.agent.dataroute import clean_sql
+    from rag.errors import DataError
+    from rag.eval.data_metrics import same_rows
+
+    def sql_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
+        sql = clean_sql(getattr(pred, "sql", ""))
+        if not sql:
+            return 0.0
+        try:
+            result = warehouse.run(sql, time_limit_s=timeout_s, max_rows=rows)
+        except DataError:
+            return 0.0
+        return float(same_rows(result.to_dict()["rows"], example.gold_result))
+    return sql_metric
 
 
 def make_answerer_metric(judge: dspy.Module, judge_lm: dspy.BaseLM | None) -> Callable[..., float]:

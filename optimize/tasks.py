@@ -20,6 +20,8 @@ from optimize.roles import (
     JudgeStep,
     RewriteStep,
     RoleTask,
+    RouteStep,
+    SQLStep,
     agent_example,
     answerer_example,
     grader_example,
@@ -32,7 +34,11 @@ from optimize.roles import (
     make_answerer_metric,
     make_hyde_metric,
     make_rewriter_metric,
+    make_sql_metric,
     rewriter_example,
+    route_example,
+    route_metric,
+    sql_example,
 )
 from rag.agent.context import format_context
 from rag.config import Settings
@@ -135,6 +141,9 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         tasks["hyde"] = RoleTask("hyde", HydeStep(), make_hyde_metric(retriever, k), **_by_split(pairs, "hyde"),
                                  calls_per_example=1)
 
+    if "router" in roles or "sql" in roles:
+        tasks.update(_data_tasks(roles, items, retriever.index, gold, settings))
+
     if "agent" in roles:
         from rag.agent.module import Sieve
 
@@ -146,6 +155,37 @@ def build_tasks(roles: Sequence[str], items: Sequence[Any], retriever: Any, sett
         # worst case per question: a grade per attempt, a rewrite between attempts, the answer, the judge
         calls = 2 * settings.max_rewrites + 3
         tasks["agent"] = RoleTask("agent", agent, metric, **splits, calls_per_example=calls)
+    return tasks
+
+
+def _data_tasks(roles: Sequence[str], items: Sequence[Any], index: Any, gold: dict[str, set[str]],
+                settings: Settings) -> dict[str, RoleTask]:
+    """The data route's router and SQL writer, over the index's tables; examples from the items that carry a
+    ``route`` label (the router) and a ``gold_sql`` with its ``gold_result`` (the SQL writer)."""
+    from rag.agent.dataroute import SOURCES, documents_text
+
+    if not getattr(index, "tables_record", None) or getattr(index, "tables_path", None) is None:
+        raise InputError(f"{index.dir}: the index has no tables, so it has no router or SQL writer to compile; index "
+                         "a folder with table files (rag index FOLDER; try rag demo ops), or leave out --roles router,sql")
+    from rag.data import Warehouse, schema_summary
+
+    schema = schema_summary(index.tables_record)
+    tasks: dict[str, RoleTask] = {}
+    if "router" in roles:
+        labelled = [i for i in items if (i.meta or {}).get("route") in SOURCES]
+        splits = _by_split([(i.split, route_example(i, schema)) for i in labelled], "router",
+                           missing="the golden set has no '{split}' items with a \"route\" label (docs, data or "
+                                   "both) for the router; add some (rag demo ops writes an example)")
+        tasks["router"] = RoleTask("router", RouteStep(), route_metric, **splits, calls_per_example=1,
+                                   demo_drops=("tables",))
+    if "sql" in roles:
+        queried = [i for i in items if (i.meta or {}).get("gold_sql") and (i.meta or {}).get("gold_result") is not None]
+        pairs = [(i.split, sql_example(i, schema, documents_text(_as_hits(index, sorted(gold[i.id])))
+                                       if i.meta.get("route") == "both" else "")) for i in queried]
+        splits = _by_split(pairs, "sql", missing="the golden set has no '{split}' items with gold_sql and gold_result "
+                                                 "for the SQL writer; add some (rag demo ops writes an example)")
+        metric = make_sql_metric(Warehouse(index.tables_path), settings.sql_rows, settings.sql_timeout_s)
+        tasks["sql"] = RoleTask("sql", SQLStep(), metric, **splits, calls_per_example=1, demo_drops=("tables",))
     return tasks
 
 

@@ -331,3 +331,55 @@ def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, 
     data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
     assert data["low_confidence"] is True and "counts open claims only" in data["critic_reason"]
     assert data["sources"][0]["sql"] == ran and data["sources"][0]["rows"] == [[n]]
+
+
+def test_the_router_and_the_sql_writer_compile_against_their_labels_without_a_judge(ops, checksum, tmp_path,
+                                                                                   monkeypatch):
+    """rag compile --roles router,sql on the demo's golden set: scored by the route labels and by running each
+    statement through the guard against the gold rows; demos leave out the schema every prompt already shows;
+    the artifact applies to an agent with a data route and to one without."""
+    from optimize.compile import compile_program
+    from rag.agent import artifacts
+    from rag.eval.golden import load_golden
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    monkeypatch.setenv("SIEVE_HOME", str(tmp_path / "home"))
+    golden = index.dir.parent / "demo" / "golden.jsonl"
+    settings = load_settings({"index_dir": index.dir, "artifacts_dir": tmp_path / "artifacts"})
+    # the scripted model routes everything to the tables and always counts the open claims
+    lm = DummyLM({"`[[ ## source ## ]]`": ROUTE_DATA, "`[[ ## sql ## ]]`": {"sql": OPEN_CLAIMS}})
+    result = compile_program(settings, golden=golden, roles=["router", "sql"], out="data-route", show_progress=False,
+                             lms={r: lm for r in ("grader", "rewriter", "answerer", "judge")}, max_demos=2)
+    items = [i for i in load_golden(golden)]
+    dev = [i for i in items if i.split == "dev" and i.meta.get("route")]
+    scores = result.artifact.manifest["scores"]
+    assert scores["router"]["dev_before"] == round(sum(i.meta["route"] == "data" for i in dev) / len(dev), 4)
+    n = open_claims(ops)
+    queried = [i for i in items if i.split == "dev" and i.meta.get("gold_result") is not None]
+    assert scores["sql"]["dev_before"] == round(sum(i.meta["gold_result"] == [[n]] for i in queried) / len(queried), 4)
+    state = json.loads(result.artifact.program_path.read_text())
+    for name in ("data.choose", "data.write"):
+        assert state[name]["demos"] and all("tables" not in d and d["question"] for d in state[name]["demos"])
+    assert {d["source"] for d in state["data.choose"]["demos"]} <= {"docs", "data", "both"}
+
+    with_tables = agent_for(ops, [])
+    artifacts.apply(with_tables, artifacts.load(result.artifact.path))
+    assert len(with_tables.data.choose.demos) == len(state["data.choose"]["demos"])
+    without = Sieve(Retriever(index, top_k=3))  # no data route: the artifact still loads, its demos have nowhere to go
+    artifacts.apply(without, artifacts.load(result.artifact.path))
+    assert without.data is None
+
+
+def test_compiling_the_router_on_an_index_without_tables_says_what_to_index(tiny_index, tmp_path, monkeypatch):
+    from optimize.compile import compile_program
+    from rag.errors import InputError
+
+    monkeypatch.setenv("SIEVE_HOME", str(tmp_path / "home"))
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "d1", "type": "answerable", "question": "How many claims are open?",
+                                  "reference_answer": "4", "should_refuse": False, "route": "data",
+                                  "split": "train"}) + "\n")
+    settings = load_settings({"index_dir": tiny_index.dir, "artifacts_dir": tmp_path / "artifacts"})
+    with pytest.raises(InputError, match="the index has no tables.*rag demo ops"):
+        compile_program(settings, golden=golden, roles=["router"], dry_run=True, show_progress=False)

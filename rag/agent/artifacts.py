@@ -28,7 +28,7 @@ from rag.errors import ArtifactError
 from rag.stats.intervals import ALPHA, Comparison, compare_paired
 
 PROGRAM_FILE, JUDGE_FILE, MANIFEST_FILE = "program.json", "judge.json", "manifest.json"
-AGENT_ROLES = ("grader", "rewriter", "answerer", "agent", "hyde")  # compiled into program.json
+AGENT_ROLES = ("grader", "rewriter", "answerer", "agent", "hyde", "router", "sql")  # compiled into program.json
 JUDGE_ROLES = ("judge",)  # compiled into judge.json
 
 if TYPE_CHECKING:  # DSPy is imported to save or apply a program only: listing artifacts (`rag artifacts`) never needs it

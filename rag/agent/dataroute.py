@@ -19,7 +19,7 @@ it would stop the grader.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
@@ -65,9 +65,9 @@ class DataRoute(dspy.Module):
         step.route, step.reason = source, " ".join(str(getattr(pred, "reason", "") or "").split()) or None
         return source
 
-    def query(self, question: str, trace: Trace, call: Callable[..., Any], documents: list[Any] = ()) -> list[Hit]:
+    def query(self, question: str, trace: Trace, call: Callable[..., Any], documents: Sequence[Any] = ()) -> list[Hit]:
         """The SQL evidence for ``question`` (one Hit, ``sql:1``), or [] when the tables gave nothing usable."""
-        shown = "\n\n".join(f"[{h.chunk_id}] {h.text}" for h in documents)[:DOCUMENT_CHARS]
+        shown = documents_text(documents)
         previous = ""
         for attempt in range(self.corrections + 1):
             step = trace.add(Step(node="sql", query=question))
@@ -86,7 +86,7 @@ class DataRoute(dspy.Module):
                 previous = f"(no query)\nerror: {step.reason}"
                 continue
             step.record(stats)
-            sql = step.sql = _FENCE.sub("", str(pred.sql or "").strip()).strip()
+            sql = step.sql = clean_sql(pred.sql)
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"
                 break
@@ -104,6 +104,16 @@ class DataRoute(dspy.Module):
             return [hit]
         trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
         return []
+
+
+def clean_sql(text: Any) -> str:
+    """The writer's statement without a Markdown code fence around it."""
+    return _FENCE.sub("", str(text or "").strip()).strip()
+
+
+def documents_text(documents: Sequence[Any]) -> str:
+    """What the SQL writer reads of the passages: each headed by its id, cut to ``DOCUMENT_CHARS`` in all."""
+    return "\n\n".join(f"[{h.chunk_id}] {h.text}" for h in documents)[:DOCUMENT_CHARS]
 
 
 def evidence(result: Any, n: int) -> Hit:

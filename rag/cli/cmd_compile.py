@@ -20,8 +20,9 @@ def compile_cmd(
     optimizer: str = typer.Option("bootstrap", help="bootstrap, random-search, mipro or gepa."),
     roles: str = typer.Option("grader,rewriter,answerer",
                               help="Comma-separated roles (grader, rewriter, answerer, judge), all, agent (the "
-                                   "whole program end to end) or hyde (the HyDE query stage, scored by Recall@k: no "
-                                   "judge). The judge needs human labels."),
+                                   "whole program end to end), hyde (the HyDE query stage, scored by Recall@k: no "
+                                   "judge), router and sql (the data route of an index with tables, scored by "
+                                   "routing and SQL execution accuracy: no judge). The judge needs human labels."),
     golden: Optional[Path] = typer.Option(None, readable=False, help="Golden set (JSONL) with train/dev/test splits (default: the project's golden/python_ref.jsonl, wherever you run it)."),
     labels: Optional[Path] = typer.Option(None, readable=False, help="Human judge labels (default golden/judge_labels.jsonl)."),
     budget: Optional[int] = typer.Option(None, help="Cap on LM calls: splits are trimmed until the plan fits."),
@@ -58,6 +59,8 @@ def compile_cmd(
         rag compile --roles agent --max-examples 4 --dry-run
 
         rag compile --roles hyde --out hyde-bootstrap
+
+        rag compile --roles router,sql --golden ops/golden.jsonl --index-dir ops/index --max-demos 4
 
         rag compile --max-demos 1 --out qwen-bootstrap
     """
