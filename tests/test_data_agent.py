@@ -383,3 +383,25 @@ def test_compiling_the_router_on_an_index_without_tables_says_what_to_index(tiny
     settings = load_settings({"index_dir": tiny_index.dir, "artifacts_dir": tmp_path / "artifacts"})
     with pytest.raises(InputError, match="the index has no tables.*rag demo ops"):
         compile_program(settings, golden=golden, roles=["router"], dry_run=True, show_progress=False)
+
+
+def test_rag_index_info_says_what_the_index_holds(ops, tiny_index):
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    index, _ = ops
+    out = CliRunner().invoke(app, ["index", "--info", "--index-dir", str(index.dir)])
+    assert out.exit_code == 0, out.output
+    assert f"{len(index.chunks)} chunks from 13 source(s)" in out.stdout  # 12 policies and the injected note
+    assert "  category: policies (" in out.stdout
+    assert "  claims (300 rows) from " in out.stdout and "      amount_eur DOUBLE -- Amount claimed in euros." in out.stdout
+    data = json.loads(CliRunner().invoke(app, ["index", "--info", "--json", "--index-dir", str(index.dir)]).stdout)
+    assert {t["name"] for t in data["tables"]} == {"carriers", "claims", "customers", "shipments"}
+    assert data["fields"]["category"] == {"policies": len(index.chunks)}
+    plain = CliRunner().invoke(app, ["index", "--info", "--index-dir", str(tiny_index.dir)])
+    assert plain.exit_code == 0 and "Tables: none (rag index FOLDER takes CSV" in plain.stdout
+    for args, says in ((["index", "./docs", "--info"], "--info builds nothing; leave out PATH"),
+                       (["index", "--json"], "--json goes with --info")):
+        bad = CliRunner().invoke(app, args)  # the InputError the entry point prints as one Error: line
+        assert bad.exit_code == 1 and says in str(bad.exception)

@@ -40,10 +40,13 @@ def index_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Embed on a Ray cluster: --ray alone starts a local one, --ray auto joins `ray start`'s, or HOST:PORT (needs pip install -e \".[ray]\")."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray embedding workers (default: one per cluster CPU)."),
+    info: bool = typer.Option(False, "--info", help="Build nothing: say what the index holds (chunks, the metadata fields --where may name, tables and columns)."),
+    as_json: bool = typer.Option(False, "--json", help="With --info: print it as JSON."),
 ) -> None:
     """Build the search index (bm25s + FAISS) from the built-in corpus, a folder, or a chunks JSONL.
 
     Examples:
+      rag index --info --index-dir idx    # what an index holds; builds nothing
       rag index                           # built-in Python reference topics
       rag index ./docs --index-dir idx    # your Markdown/rST/HTML/text/PDF/Word files
       rag index --chunks chunks.jsonl     # pre-chunked elsewhere; ids kept
@@ -66,6 +69,14 @@ def index_cmd(
     clean_warnings()
     from rag.errors import InputError
 
+    if info:
+        given = [flag for flag, value in (("PATH", path), ("--chunks", chunks), ("--tables", tables), ("--ray", ray))
+                 if value]
+        if given:
+            raise InputError(f"--info builds nothing; leave out {', '.join(given)}")
+        return _info(index_dir, as_json)
+    if as_json:
+        raise InputError("--json goes with --info (a build prints one line)")
     at_least(1, chunk_size=chunk_size, workers=workers)
     check_readable(path, "PATH")
     check_readable(chunks, "--chunks")
@@ -103,6 +114,17 @@ def index_cmd(
                f"in {index.manifest['build_seconds']:.1f}s"
                + (f"; tables: {tables_line(index.tables_record)}" if index.tables_record else "")
                + (f"; {skipped} (see the warnings above)" if skipped else ""))
+
+
+def _info(index_dir: Optional[Path], as_json: bool) -> None:
+    from rag.index.info import describe, render
+    from rag.index.store import Index
+
+    check_readable(index_dir, "--index-dir")
+    settings = load_settings({"index_dir": index_dir})
+    index = Index.load(settings.index_dir, settings)
+    data = describe(index)
+    typer.echo(dump_json(data, indent=2, ensure_ascii=False) if as_json else render(data))
 
 
 def _table_files(path: Optional[Path], extra: list[Path]) -> list[Path]:
