@@ -193,6 +193,19 @@ def test_artifacts_are_selected_on_dev_when_the_gain_clears_noise(tmp_path, tiny
     assert chosen.test_gain() < 0  # reported by rag artifacts, not a reason to skip
 
 
+def test_data_route_demos_are_chosen_only_for_the_index_they_were_compiled_on(tmp_path, tiny_retriever):
+    """Router and SQL demos name one index's tables and columns: on another index such an artifact is passed
+    over, however well it did on dev; an artifact that also holds other roles is chosen as before."""
+    models = {"grader": "embedded"}
+    gain = _scored([0.2] * 6, [0.8] * 6)
+    _artifact(tmp_path, tiny_retriever, scores={"router": gain, "sql": gain}, index_fingerprint="ops")
+    assert artifacts.select(tmp_path / "arts", models, fingerprint="ops")[0].name == "a"
+    assert artifacts.select(tmp_path / "arts", models, fingerprint="builtin") == (None, [])
+    _artifact(tmp_path, tiny_retriever, scores={"router": gain, "grader": gain}, index_fingerprint="ops")
+    chosen, messages = artifacts.select(tmp_path / "arts", models, fingerprint="builtin")
+    assert chosen.name == "a" and messages == ["artifact a was compiled on another corpus; its demos come from that corpus"]
+
+
 def test_a_dev_gain_within_noise_is_not_picked_silently(tmp_path, tiny_retriever):
     models = {"grader": "embedded"}
     # three dev examples that all improve: the smallest possible p is 2/8 = 0.25 -> within noise

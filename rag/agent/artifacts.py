@@ -30,6 +30,7 @@ from rag.stats.intervals import ALPHA, Comparison, compare_paired
 PROGRAM_FILE, JUDGE_FILE, MANIFEST_FILE = "program.json", "judge.json", "manifest.json"
 AGENT_ROLES = ("grader", "rewriter", "answerer", "agent", "hyde", "router", "sql")  # compiled into program.json
 JUDGE_ROLES = ("judge",)  # compiled into judge.json
+DATA_ROLES = ("router", "sql")  # their demos name one index's tables and columns: chosen only for that index
 
 if TYPE_CHECKING:  # DSPy is imported to save or apply a program only: listing artifacts (`rag artifacts`) never needs it
     import dspy
@@ -196,6 +197,9 @@ def select(root: Path, models: dict[str, str], name: str | None = None, fingerpr
             continue
         if (not art.roles(roles) and art.roles()) or (roles == JUDGE_ROLES and art.judge_path is None):
             continue  # holds nothing for this purpose (e.g. only a compiled judge)
+        if (art.roles() and set(art.roles()) <= set(DATA_ROLES) and fingerprint
+                and art.manifest.get("index_fingerprint") != fingerprint):
+            continue  # only data-route demos, written against another index's tables: nothing here for this index
         ok, why = art.dev_verdict(roles)
         if not ok:
             messages.append(f"skipped artifact {art.name} ({what}): {why}; use --artifact {art.name} to run it anyway")
