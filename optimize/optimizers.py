@@ -109,6 +109,29 @@ def with_feedback(role: str, metric: Any) -> Any:
     return feedback_metric
 
 
+# roles whose every example carries the right output (a label: the route) and which choose among a few values:
+# bootstrapping would keep only the values the uncompiled model already gets right (the router says "both" on
+# doubt), so their demos are labelled examples, taken in turn from each value
+LABEL_ROLES = {"router": "source"}
+
+
+def labelled_round_robin(program: dspy.Module, train: list, label: str, max_demos: int) -> dspy.Module:
+    """``program`` with up to ``max_demos`` labelled train examples as the demos of each predictor, one per value
+    of ``label`` in turn (values in order of first appearance; examples in train order), so every value is shown."""
+    by_value: dict[Any, list] = {}
+    for ex in train:
+        by_value.setdefault(ex[label], []).append(ex)
+    demos, queues = [], [list(q) for q in by_value.values()]
+    while len(demos) < max_demos and any(queues):
+        for queue in queues:
+            if queue and len(demos) < max_demos:
+                demos.append(queue.pop(0))
+    compiled = program.deepcopy()
+    for predictor in compiled.predictors():
+        predictor.demos = list(demos)
+    return compiled
+
+
 def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train: list, dev: list,
                   lm: dspy.BaseLM, proposer_lm: dspy.BaseLM | None = None, seed: int = 0,
                   effort: str = "light", max_demos: int = MAX_DEMOS) -> dspy.Module:
@@ -122,6 +145,8 @@ def run_optimizer(name: str, role: str, program: dspy.Module, metric: Any, train
     # a labelled demo is a raw golden example; for the whole agent it has none of a step's fields (no context,
     # no verdict), so end to end only bootstrapped traces, which carry every step's inputs and outputs, are demos
     labeled = 0 if role == "agent" else max_demos
+    if name == "bootstrap" and role in LABEL_ROLES:
+        return labelled_round_robin(program, train, LABEL_ROLES[role], max_demos)
     if name == "bootstrap":
         opt = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=labeled,
                                     max_rounds=1)
