@@ -229,13 +229,14 @@ def print_summary(summary: Mapping[str, Any], out_dir: Path, json_out: bool) -> 
     if json_out:
         typer.echo(dump_json({**summary, "run_dir": str(out_dir)}, indent=2))
     else:
-        from rag.report.markdown import ROWS, fmt_ci
+        from rag.report.markdown import DATA_ROWS, ROWS, fmt_ci, has_data_route
 
-        width = max(len(label) for _, label, _ in ROWS)
+        rows = (*ROWS, *DATA_ROWS) if has_data_route([summary]) else ROWS  # an index with tables: the data route's too
+        width = max(len(label) for _, label, _ in rows)
         typer.echo(f"{'config':<{width}}  {summary['config_name']} ({summary['n_done']}/{summary['n_selected']} items)"
                    "  value [95% interval] n")
         ci = summary.get("ci") or {}
-        for key, label, kind in ROWS:
+        for key, label, kind in rows:
             label = label.replace("@k", f"@{summary.get('k')}")
             typer.echo(f"{label:<{width}}  {fmt_ci(summary['metrics'].get(key), kind, summary['why'].get(key), ci.get(key))}")
     err(f"results: {out_dir}")
