@@ -1,0 +1,215 @@
+"""The data route's router and SQL writer alone, per variant, on splits of a golden set with route labels.
+
+Run: python benchmarks/data_route.py --index-dir ~/.cache/sieve/demo/ops/index --golden ~/.cache/sieve/demo/ops/golden.jsonl
+                                     [--splits train,dev] [--router router,router+demos,needs]
+                                     [--sql sql,sql+demos] [--artifact ops-data-route-qwen1.5b]
+                                     [--records runs/data_route.jsonl] [--out benchmarks/results/data_route.md]
+
+Each call goes through Sieve's adapter and the embedded model (cache off), as the agent makes it; a record per
+(variant, item) is appended to ``--records`` and reused on a rerun. Router variants: ``router`` (signatures.SourceRouter
+as shipped), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
+questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
+both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter) and ``sql+demos``, scored by running the
+statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
+writer reads its gold passages. A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
+question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
+adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
+the test split is for reporting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import dspy  # noqa: E402
+
+from benchmarks.tables import emit  # noqa: E402
+from rag.stats.intervals import wilson  # noqa: E402
+
+
+class NeedsRowsAndRule(dspy.Signature):
+    """Answer two questions about what the question needs.
+
+    needs_rows: does the answer have to be computed from rows of the data tables (a count, a total, an average, a
+    list, a top few, or a value stored in a table)?
+    needs_rule: does the question name or rely on a rule, limit, deadline, rate or definition that the documents
+    state (for example "the limit the policy sets", "the standard terms", "How often is ...", "What must ...")?
+    A question may need both: a rule from the documents applied to the rows, such as how many orders exceed the
+    refund limit."""
+
+    question: str = dspy.InputField()
+    tables: str = dspy.InputField(desc="the data tables: names, columns, example values")
+    reason: str = dspy.OutputField(desc="a few words: what the question asks for", max_length=80)
+    needs_rows: bool = dspy.OutputField()
+    needs_rule: bool = dspy.OutputField()
+
+
+def needs_route(rows: bool, rule: bool) -> str:
+    return "both" if rows and rule else "data" if rows else "docs"
+
+
+def _router(variant: str, demos: list) -> dspy.Predict:
+    from signatures import SourceRouter
+
+    predict = dspy.Predict(NeedsRowsAndRule if variant.startswith("needs") else SourceRouter)
+    predict.demos = list(demos) if "+demos" in variant else []
+    return predict
+
+
+@contextlib.contextmanager
+def _layout(variant: str):
+    """``@tables-first`` variants: the schema leads the prompt and the question comes last, next to the task (as the
+    passages lead the grader's prompt); otherwise the adapter's layout as shipped."""
+    from rag.lm import adapter
+
+    shipped = adapter.LEADING_INPUTS
+    first = "@tables-first" in variant and "tables" not in shipped
+    adapter.LEADING_INPUTS = (*shipped, "tables") if first else tuple(i for i in shipped if i != "tables") \
+        if "@question-first" in variant else shipped
+    try:
+        yield
+    finally:
+        adapter.LEADING_INPUTS = shipped
+
+
+def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
+    from rag.usage.metering import metered_call
+
+    start = time.perf_counter()
+    pred, stats = metered_call(predict, lm, question=item.question, tables=schema)
+    if variant.startswith("needs"):
+        route = needs_route(bool(pred.needs_rows), bool(pred.needs_rule))
+        extra = {"needs_rows": bool(pred.needs_rows), "needs_rule": bool(pred.needs_rule)}
+    else:
+        route, extra = str(pred.source).strip().lower(), {}
+    return {"role": "router", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
+            "got": route, "right": route == item.meta["route"], "reason": str(pred.reason or ""), **extra,
+            "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
+
+
+def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm) -> dict:
+    from rag.agent.dataroute import clean_sql
+    from rag.errors import DataError
+    from rag.eval.data_metrics import same_rows
+    from rag.usage.metering import metered_call
+
+    start = time.perf_counter()
+    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="")
+    sql, error, right = clean_sql(pred.sql), "", False
+    try:
+        result = warehouse.run(sql, time_limit_s=5.0, max_rows=50) if sql else None
+        right = bool(result) and same_rows(result.to_dict()["rows"], item.meta["gold_result"])
+    except DataError as exc:
+        error = " ".join(str(exc).split())[:160]
+    return {"role": "sql", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
+            "sql": sql, "error": error, "right": right, "latency_s": time.perf_counter() - start,
+            "tokens_in": stats.tokens_in}
+
+
+def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm) -> dict:
+    from rag.agent.dataroute import documents_text
+    from rag.eval.golden import gold_chunk_ids
+    from rag.retrieval.retriever import Hit
+
+    if role == "router":
+        return _route_one(variant, predict, item, schema, lm)
+    gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
+    hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
+    return _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm)
+
+
+def _table(records: list[dict], role: str, splits: list[str]) -> list[str]:
+    variants = list(dict.fromkeys(r["variant"] for r in records if r["role"] == role))
+    groups = ["docs", "data", "both"] if role == "router" else ["data", "both"]
+    head = ["variant", *(f"{s} (n)" for s in splits), *(f"route {g}" for g in groups), "s per call (p50)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for v in variants:
+        mine = [r for r in records if r["role"] == role and r["variant"] == v]
+        cells = [v]
+        for s in splits:
+            got = [r["right"] for r in mine if r["split"] == s]
+            lo, hi = wilson(sum(got), len(got)) if got else (0, 0)
+            cells.append(f"{sum(got) / len(got):.0%} [{lo:.0%}, {hi:.0%}] ({len(got)})" if got else "—")
+        for g in groups:
+            got = [r["right"] for r in mine if r["gold"] == g]
+            cells.append(f"{sum(got)}/{len(got)}")
+        cells.append(f"{statistics.median(r['latency_s'] for r in mine):.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index-dir", type=Path, required=True)
+    parser.add_argument("--golden", type=Path, required=True)
+    parser.add_argument("--splits", default="train,dev")
+    parser.add_argument("--router", default="router,needs", help="router variants (empty: none)")
+    parser.add_argument("--sql", default="", help="SQL writer variants: sql, sql+demos (empty: none)")
+    parser.add_argument("--artifact", default="ops-data-route-qwen1.5b", help="whose demos the +demos variants use")
+    parser.add_argument("--records", type=Path, default=ROOT / "runs" / "data_route.jsonl")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from rag.config import load_settings
+    from rag.data import Warehouse, schema_summary
+    from rag.eval.golden import load_golden
+    from rag.index.store import Index
+    from rag.lm.configure import build_lm, configure_dspy
+
+    settings = load_settings({"index_dir": args.index_dir, "cache": False})
+    configure_dspy(settings)
+    index = Index.load(args.index_dir, settings)
+    schema, warehouse = schema_summary(index.tables_record), Warehouse(index.tables_path)
+    splits = [s for s in args.splits.split(",") if s]
+    items = [i for i in load_golden(args.golden) if i.split in splits and i.meta.get("route")]
+    state = json.loads((ROOT / "artifacts" / args.artifact / "program.json").read_text()) if args.artifact else {}
+    demos = {name: [dspy.Example(**d) for d in state.get(f"data.{name}", {}).get("demos", [])] for name in ("choose", "write")}
+    lm = build_lm("embedded", settings)
+    args.records.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r["role"], r["variant"], r["id"]): r for r in map(json.loads, args.records.read_text().splitlines())} \
+        if args.records.is_file() else {}
+    records = []
+    jobs = [("router", v) for v in args.router.split(",") if v] + [("sql", v) for v in args.sql.split(",") if v]
+    for role, variant in jobs:
+        if role == "router":
+            predict = _router(variant, demos["choose"])
+        else:
+            from signatures import SQLWriter
+
+            predict = dspy.Predict(SQLWriter)
+            predict.demos = demos["write"] if "+demos" in variant else []
+        todo = items if role == "router" else [i for i in items if i.meta.get("gold_result") is not None]
+        for n, item in enumerate(todo, 1):
+            key = (role, variant, item.id)
+            if key not in done:
+                with _layout(variant):
+                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm)
+                done[key] = rec
+                with args.records.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            records.append(done[key])
+            print(f"[{role} {variant}] {n}/{len(todo)} {item.id}: {'right' if done[key]['right'] else 'wrong'}",
+                  file=sys.stderr, flush=True)
+    lines = [f"# The data route alone: {args.golden.name}, splits {', '.join(splits)}", "",
+             f"Command: `python benchmarks/data_route.py --index-dir ... --golden ... --splits {args.splits} "
+             f"--router {args.router} --sql {args.sql} --artifact {args.artifact}`", "",
+             "Share right per split with its 95% Wilson interval (n items), right/items per gold route, and the "
+             "median seconds per call, on the embedded Qwen2.5-Coder-1.5B (cache off).", ""]
+    if args.router:
+        lines += ["## Router: routing accuracy", "", *_table(records, "router", splits), ""]
+    if args.sql:
+        lines += ["## SQL writer: execution accuracy (the gold rows)", "", *_table(records, "sql", splits), ""]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
