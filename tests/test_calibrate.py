@@ -180,3 +180,21 @@ def test_the_critic_is_scored_against_the_faithful_labels_by_its_last_verdict():
     assert out["kappa"] == pytest.approx(cohen_kappa([True, False, True, False], [True, False, False, False]))
     none = critic_agreement(records[3:5], labels)
     assert none["n"] == 0 and none["accuracy"] is None and none["kappa"] is None
+
+
+def test_rag_calibrate_reports_the_critic_on_the_committed_ops_run():
+    """The figures docs/results.md quotes for the grounding critic, from the committed run and hand labels."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    root = Path(__file__).resolve().parents[1]
+    out = CliRunner().invoke(app, ["calibrate", "--run", str(root / "benchmarks/results/eval-ops-qwen1.5b-xeon"),
+                                   "--store", str(root / "golden/ops_demo_labels.jsonl"), "--no-label"])
+    assert out.exit_code == 0, out.output
+    assert "judge: no answer in these runs was judged (rag eval --no-judge)" in out.stdout
+    assert ("grounding critic vs faithful, on 45 labelled answers it checked: accuracy 35.6%  Cohen's kappa -0.124  "
+            "(critic grounded 39, human faithful 18; unfaithful flagged 2, missed 25)") in out.stdout
+    assert "full: right by human labels 34.2% [21.2%, 50.1%], 13 of n=38 items" in out.stdout

@@ -15,6 +15,8 @@ import httpx
 import pytest
 
 from rag.agent.module import REFUSAL
+from tests.browser_support import TIMEOUT_MS, browser, completed_nodes, needs_chromium, open_page, shots  # noqa: F401
+from tests.browser_support import screenshot as _screenshot
 from tests.serve_support import (  # noqa: F401
     ANSWERABLE,
     PASS_ID,
@@ -29,13 +31,7 @@ from tests.serve_support import (  # noqa: F401
     server_runner,
 )
 
-sync_api = pytest.importorskip("playwright.sync_api", reason='Playwright is not installed: pip install -e ".[test]"')
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: apt-get install -y chromium")
-# As root, in a closed network: no sandbox, no background connections to Google's hosts.
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-TIMEOUT_MS = 180_000  # generous: a loaded 2-core machine
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")
@@ -55,45 +51,16 @@ def url(server):
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def page(browser, url):
-    # The page's CSP would block an injected inline script on its own; bypassing it here makes the XSS test check
-    # that untrusted text is never inserted as HTML at all (test_serve_api checks the header is sent).
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    dialogs = []
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.goto(url + "/")
-    pg.wait_for_selector("body[data-ready='1']")
-    yield pg
-    context.close()
-    assert not dialogs, f"a dialog opened: {dialogs}"
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    return tmp_path_factory.mktemp("screenshots")
+    with open_page(browser, url) as pg:
+        yield pg
 
 
 def screenshot(page, shots: Path, name: str) -> None:
-    path = shots / name
-    page.screenshot(path=str(path), full_page=False)
-    assert path.stat().st_size > 10_000
+    path = _screenshot(page, shots, name)
     if os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1":
         shutil.copyfile(path, ROOT / "docs" / name)
-
-
-def completed_nodes(page) -> list[str]:
-    return page.eval_on_selector_all("#timeline li.step:not(.pending)", "els => els.map(e => e.dataset.node)")
 
 
 def test_steps_appear_as_they_finish_and_a_citation_opens_its_passage(page, gate, shots):

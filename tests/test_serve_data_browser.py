@@ -9,9 +9,7 @@ Screenshots go to a temporary folder."""
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,15 +18,10 @@ from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils import DummyLM
 
 from rag.config import ROLES
+from tests.browser_support import browser, completed_nodes, needs_chromium, open_page, screenshot, shots  # noqa: F401
 from tests.serve_support import FIXTURE_RUNS, ROOT
 
-sync_api = pytest.importorskip("playwright.sync_api", reason='Playwright is not installed: pip install -e ".[test]"')
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: apt-get install -y chromium")
-# As tests/test_serve_browser.py: as root, in a closed network: no sandbox, no background connections to Google's hosts.
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-TIMEOUT_MS = 180_000  # generous: a loaded 2-core machine
+pytestmark = needs_chromium
 
 COUNT = "How many claims are open?"
 FLAGGED = "How many claims have been paid?"
@@ -171,49 +164,10 @@ def url(server):
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        b.close()
-
-
-def console_error(errors: list[str], message: Any) -> None:
-    """Any console error (the page names its own icon, so Chromium asks for no /favicon.ico)."""
-    if message.type == "error":
-        errors.append(f"console.error: {message.text} ({message.location.get('url', '')})")
-
-
 @pytest.fixture
 def page(browser, url):
-    # as in test_serve_browser: the CSP is bypassed, so the XSS test checks that untrusted text is never inserted as
-    # HTML at all, not only that the policy would block it
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors, dialogs = [], []
-    pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    pg.on("console", lambda m: console_error(errors, m))
-    pg.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.goto(url + "/")
-    pg.wait_for_selector("body[data-ready='1']")
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-    assert not dialogs, f"a dialog opened: {dialogs}"
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    return tmp_path_factory.mktemp("screenshots")
-
-
-def screenshot(page, shots: Path, name: str) -> None:
-    path = shots / name
-    page.screenshot(path=str(path), full_page=False, animations="disabled")  # the steps' fade-in, finished
-    assert path.stat().st_size > 10_000
+    with open_page(browser, url, strict=True) as pg:
+        yield pg
 
 
 def ask(page, question: str) -> None:
@@ -222,8 +176,6 @@ def ask(page, question: str) -> None:
     page.wait_for_selector("#answer")
 
 
-def completed_nodes(page) -> list[str]:
-    return page.eval_on_selector_all("#timeline li.step:not(.pending)", "els => els.map(e => e.dataset.node)")
 
 
 def text(page, selector: str) -> str:

@@ -124,23 +124,23 @@ def calibrate(
     if json_out:
         typer.echo(json.dumps(result, indent=2))
         return
-    typer.echo(f"labelled answers in these runs: {result['n']}")
-    for name in ("correct", "faithful"):
-        r = result[name]
-        acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
-        kappa = "— (undefined: one label only)" if r["kappa"] is None else f"{r['kappa']:.3f}"
-        typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {kappa}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
+    if not any(rec.get("judge") for rec in records):
+        typer.echo("judge: no answer in these runs was judged (rag eval --no-judge), so its agreement is not measured")
+    else:
+        typer.echo(f"labelled judged answers in these runs: {result['n']}")
+        for name in ("correct", "faithful"):
+            r = result[name]
+            acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.1%}"
+            typer.echo(f"{name:<9} judge accuracy {acc}  Cohen's kappa {_kappa(r['kappa'])}  (judge yes {r['judge_yes']}, human yes {r['human_yes']})")
     o = result["overlap"]
     if o["n"]:
-        kappa = "— (undefined: one label only)" if o["kappa"] is None else f"{o['kappa']:.3f}"
         typer.echo(f"correct by reference overlap (token F1 >= {o['threshold']}, no model), on {o['n']} labelled answers "
-                   f"judged or not: accuracy {o['accuracy']:.1%}  Cohen's kappa {kappa}  (overlap yes {o['overlap_yes']}, "
+                   f"judged or not: accuracy {o['accuracy']:.1%}  Cohen's kappa {_kappa(o['kappa'])}  (overlap yes {o['overlap_yes']}, "
                    f"human yes {o['human_yes']})")
     c = result["critic"]
     if c["n"]:
-        kappa = "— (undefined: one label only)" if c["kappa"] is None else f"{c['kappa']:.3f}"
         typer.echo(f"grounding critic vs faithful, on {c['n']} labelled answers it checked: accuracy {c['accuracy']:.1%}  "
-                   f"Cohen's kappa {kappa}  (critic grounded {c['critic_yes']}, human faithful {c['human_yes']}; "
+                   f"Cohen's kappa {_kappa(c['kappa'])}  (critic grounded {c['critic_yes']}, human faithful {c['human_yes']}; "
                    f"unfaithful flagged {c['flagged_unfaithful']}, missed {c['missed_unfaithful']})")
     for suffix, right in (("", "right"), ("_grounded", "right and faithful to its citations")):
         for config, r in sorted(result["human_e2e" + suffix].items()):
@@ -152,6 +152,10 @@ def calibrate(
             typer.echo(f"{pair['a']} vs {pair['b']} on the same {pair['n']} items: {pair['a_right']} vs "
                        f"{pair['b_right']} {right}; in one only: {pair['only_a']} vs {pair['only_b']}, "
                        f"exact McNemar p={pair['p']:.3g}")
+
+
+def _kappa(value: float | None) -> str:
+    return "— (undefined: one label only)" if value is None else f"{value:.3f}"
 
 
 @app.command()
