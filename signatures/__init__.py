@@ -7,10 +7,15 @@ from signatures.expander import Expander
 from signatures.grader import Grader
 from signatures.hyde import HypotheticalPassage
 from signatures.judge import Judge
+from signatures.pool_labeler import PoolLabeler
+from signatures.question_drafter import QuestionDrafter
 from signatures.reranker import Reranker
 from signatures.rewriter import Rewriter
 from signatures.source_router import SourceRouter
 from signatures.sql_writer import SQLWriter
+from signatures.unanswerable_drafter import UnanswerableDrafter
+from signatures.vague_drafter import VagueQuestionDrafter
 
-__all__ = ["Answerer", "CategoryChooser", "Expander", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "Reranker",
-           "Rewriter", "SQLWriter", "SourceRouter"]
+__all__ = ["Answerer", "CategoryChooser", "Expander", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "PoolLabeler",
+           "QuestionDrafter", "Reranker", "Rewriter", "SQLWriter", "SourceRouter", "UnanswerableDrafter",
+           "VagueQuestionDrafter"]

@@ -40,6 +40,7 @@ def eval_cmd(
     out: Optional[Path] = typer.Option(None, "--out", readable=False, help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
     strict_gold: bool = typer.Option(False, "--strict-gold", help="Gold chunk ids the index does not hold are an error (default: a warning)."),
+    reviewed_only: bool = typer.Option(False, "--reviewed-only", help="Score only the items accepted or edited in rag golden review."),
     artifact: Optional[str] = typer.Option(None, "--artifact", help="Evaluate this compiled artifact (name in artifacts/ or a path), even if its dev gain does not clear noise."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -61,6 +62,7 @@ def eval_cmd(
       rag eval --retrieval-only --golden golden/python_ref.jsonl --k 4 --mode bm25
       rag eval --retrieval-only --config deep --split dev    # a configuration's query stages, scored by Recall@k
       rag eval --config full --where category=travel --golden travel.jsonl
+      rag eval --config full --golden mine.jsonl --reviewed-only --split all   # a reviewed drafted set
     """
     clean_warnings()
     at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
@@ -77,7 +79,7 @@ def eval_cmd(
     where_set = [f"where={';'.join(where)}"] if where else []  # the `where` setting: every search of the run
     if retrieval_only:
         from rag.errors import InputError
-        from rag.eval.golden import load_golden
+        from rag.eval.golden import keep_reviewed, load_golden
         from rag.eval.metrics import retrieval_report
         from rag.eval.presets import check_gate, load_gate, select_items
         from rag.paths import golden_path
@@ -101,7 +103,8 @@ def eval_cmd(
         names = (f"recall@{kk}", f"mrr@{kk}", f"hit@{kk}", f"needle_recall@{kk}", f"all_needles@{kk}")
         if gate is not None:  # checked before any scoring
             load_gate(gate, names)
-        items = select_items(load_golden(golden_path(golden)), split or "all")
+        items = load_golden(golden_path(golden))
+        items = select_items(keep_reviewed(items, golden_path(golden)) if reviewed_only else items, split or "all")
         items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
         if settings.lm_stages:
@@ -138,7 +141,7 @@ def eval_cmd(
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
                               show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat, ray=ray,
-                              workers=workers, strict_gold=strict_gold)
+                              workers=workers, strict_gold=strict_gold, reviewed_only=reviewed_only)
     raise typer.Exit(code)
 
 
@@ -147,7 +150,7 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
                        judge: bool = True, show_progress: bool = True, use_artifact: bool = True,
                        repeat: int | None = None, ray: str | None = None, workers: int | None = None,
-                       strict_gold: bool = False) -> int:
+                       strict_gold: bool = False, reviewed_only: bool = False) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations instead; ``repeat`` runs the evaluation that many times with
@@ -164,7 +167,8 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
     if gate is not None:  # a malformed gate file is reported before the run spends any model calls
         load_gate(gate, agent_metric_names())
     plan = plan_eval(config, split=split, golden=golden, out=out, set_pairs=set_pairs, index_dir=index_dir,
-                     judge=judge, use_artifact=use_artifact, no_cache=bool(repeat), log=err)
+                     judge=judge, use_artifact=use_artifact, no_cache=bool(repeat), reviewed_only=reviewed_only,
+                     log=err)
     if isinstance(plan, str):
         err(f"skipped: {plan}")
         if json_out:

@@ -16,7 +16,7 @@ class Interrupted(Exception):
     """Ctrl-C inside a command, carried past click (which would print "Aborted!", exit 1) to main()."""
 
 
-COMMAND_ORDER = ("index", "search", "ask", "eval", "report", "calibrate", "compile", "artifacts", "models", "usage",
+COMMAND_ORDER = ("index", "search", "ask", "eval", "golden", "report", "calibrate", "compile", "artifacts", "models", "usage",
                  "serve", "notebook")  # as `rag --help` lists them: build, use, measure, improve, inspect
 
 

@@ -18,6 +18,10 @@ lone surrogate escape (``\ud800``): pyarrow cannot parse one, and ``datasets`` t
 and field, never a silently coerced item.
 
 :func:`check_gold_in_index` warns (or, strict, refuses) when gold chunk ids are not in the index.
+
+Review (``rag golden review``, :func:`review_golden`): a human accepts, edits or rejects each item; the decision is
+written into the item (``review``, ``reviewed_by``) as it is made, and ``rag eval --reviewed-only`` scores the
+accepted and edited items alone (:func:`keep_reviewed`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import json
 import os
 import re
 import warnings
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -225,3 +231,80 @@ def check_gold_in_index(items: Iterable[GoldenItem], chunk_ids: Iterable[str], *
         raise InputError(f"{what}. Fix relevant_chunk_ids, or rebuild the index with the chunking they were written for")
     warnings.warn(f"{what}; strict_gold=True (rag eval --strict-gold) makes this an error", stacklevel=2)
     return len(missing)
+
+
+REVIEWS = ("accept", "edit", "reject")  # a reviewed item's ``review``; accept and edit are kept by --reviewed-only
+_REPLIES = {"a": "accept", "e": "edit", "r": "reject", "s": "skip", "q": "quit"}
+
+
+def keep_reviewed(items: list[GoldenItem], where: str | Path = "the golden set") -> list[GoldenItem]:
+    """The items a reviewer accepted or edited (``rag eval --reviewed-only``); InputError when there are none."""
+    kept = [it for it in items if it.meta.get("review") in ("accept", "edit")]
+    if not kept:
+        raise InputError(f"{where} has no item reviewed as accept or edit; review it first: rag golden review {where}")
+    return kept
+
+
+def review_golden(path: str | Path, *, ask: Callable[[str], str], show: Callable[[str], None],
+                  passages: Callable[[list[str]], list[tuple[str, str, str]]] = lambda ids: [],
+                  max_items: int = 200, cut: int = 400, max_tries: int = 5) -> Counter[str]:
+    """Show each item not yet reviewed (question, type, reference answer, gold passages cut to ``cut`` characters) and
+    ask [a]ccept / [e]dit / [r]eject / [s]kip / [q]uit. Each decision is written at once: the file is rewritten
+    atomically with ``review`` and ``reviewed_by: "human"`` set (an edit keeps the old wording in ``edited_from``),
+    so a session can stop anywhere and the next one starts at the first item still unreviewed. ``ask``/``show`` are
+    typer.prompt/typer.echo in the CLI; ``passages(ids)`` gives (id, title, text). A reply that is none of the
+    letters is asked again, ``max_tries`` times at most, then ends the session. Returns the count per decision."""
+    path = Path(path).expanduser()
+    records = []
+    for _, where, rec in json_lines(path, missing="no such golden file: give the JSONL file rag golden draft wrote"):
+        _check(rec, where)
+        records.append(rec)
+    stamp = _stamp(path)
+    todo = [r for r in records if r.get("review") not in REVIEWS][:max_items]
+    done: Counter[str] = Counter()
+    for n, rec in enumerate(todo, 1):
+        seed = rec.get("seed_chunk_id")
+        ids = list(dict.fromkeys([*(rec.get("relevant_chunk_ids") or []), *([seed] if seed else [])]))
+        texts = "".join(f"\n  [{cid}{' (seed)' if cid == seed else ''}] {title}\n    {collapse(text)[:cut]}"
+                        for cid, title, text in passages(ids))
+        if ids and not texts:
+            texts = f"\n  passages {', '.join(ids)} (their text is not at hand)"
+        show(f"\n[{n}/{len(todo)}] {rec['id']} ({rec['type']})\nQ: {rec['question']}\nReference: "
+             f"{rec.get('reference_answer') or ''}\nGold: {', '.join(rec.get('relevant_chunk_ids') or []) or 'none'}"
+             f"{texts}")
+        reply = _choose(ask, show, max_tries)
+        if reply == "quit":
+            break
+        if reply == "skip":
+            done["skip"] += 1
+            continue
+        if reply == "edit":
+            old = {k: rec.get(k) or "" for k in ("question", "reference_answer")}
+            new = {k: ask(f"{k.replace('_', ' ')} (Enter keeps it)").strip() or v for k, v in old.items()}
+            reply = "accept" if new == old else "edit"
+            rec.update({**new, **({"edited_from": old} if reply == "edit" else {})})
+        rec.update(review=reply, reviewed_by="human")
+        if _stamp(path) != stamp:
+            raise InputError(f"{path} changed while it was being reviewed (is rag golden draft still writing it?); the "
+                             "decisions before this one are saved; run rag golden review again")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        os.replace(tmp, path)
+        stamp = _stamp(path)
+        done[reply] += 1
+    return done
+
+
+def _choose(ask: Callable[[str], str], show: Callable[[str], None], max_tries: int) -> str:
+    """The decision asked for; a reply that is none of the letters is asked again, then counts as quit."""
+    for _ in range(max_tries):
+        reply = ask("[a]ccept / [e]dit / [r]eject / [s]kip / [q]uit").strip().lower()[:1]
+        if reply in _REPLIES:
+            return _REPLIES[reply]
+        show("reply a, e, r, s or q")
+    return "quit"
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns

@@ -1,4 +1,5 @@
-"""Reference overlap: does an answer share the reference answer's words? A judge without a language model.
+"""Reference overlap: does an answer share the reference answer's words? A judge without a language model. Also
+near-duplicate golden questions (:func:`near_duplicates`: the same seed passage, or word-set Jaccard >= 0.8).
 
 The embedded 1.5B judge agrees with human labels of correctness only slightly to fairly (Cohen's kappa 0.1-0.35
 across runs), so a run judged by it says little about its answers. The token F1 between an answer and the golden
@@ -39,3 +40,28 @@ def token_f1(answer: str, reference: str) -> float:
 
 def right_by_overlap(answer: str, reference: str, threshold: float = F1_CORRECT) -> bool:
     return token_f1(answer, reference) >= threshold
+
+
+NEAR_DUPLICATE = 0.8  # question word-set Jaccard at which two golden items are flagged as near-duplicates
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard similarity of the word sets of ``a`` and ``b`` (:func:`words`); 0.0 when neither has words."""
+    sa, sb = set(words(a)), set(words(b))
+    return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
+
+
+def near_duplicates(items: list[tuple[str, str, str | None]], threshold: float = NEAR_DUPLICATE) -> list[tuple[str, str, str]]:
+    """``(id, other id, why)`` for each pair of golden items ``(id, question, seed chunk id or None)`` drafted from
+    the same seed passage, or whose questions' word sets overlap by Jaccard >= ``threshold`` (all pairs compared:
+    fine for the hundreds of items a golden set holds)."""
+    sets = [(i, set(words(q)), seed) for i, q, seed in items]
+    out = []
+    for n, (a, wa, sa) in enumerate(sets):
+        for b, wb, sb in sets[n + 1:]:
+            score = len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+            if sa is not None and sa == sb:
+                out.append((a, b, f"same seed passage {sa}"))
+            elif score >= threshold:
+                out.append((a, b, f"question word overlap {score:.2f}"))
+    return out

@@ -165,12 +165,14 @@ class EvalPlan:
 
 def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, out: Path | None = None,
               set_pairs: list[str] | None = None, index_dir: Path | None = None, judge: bool = True,
-              use_artifact: bool = True, no_cache: bool = False,
+              use_artifact: bool = True, no_cache: bool = False, reviewed_only: bool = False,
               log: Callable[[str], None] = lambda _m: None) -> EvalPlan | str:
     """Resolve ``config`` and assemble its program and items; a string instead says why the configuration is
-    skipped here (its ``requires`` are not met). ``log`` receives the diagnostics (artifact, judge)."""
+    skipped here (its ``requires`` are not met). ``log`` receives the diagnostics (artifact, judge).
+    ``reviewed_only``: only the items a reviewer accepted or edited (rag.eval.golden.keep_reviewed), in a run
+    folder of their own."""
     from rag.agent.program import build_program
-    from rag.eval.golden import load_golden
+    from rag.eval.golden import keep_reviewed, load_golden
     from rag.eval.runs import default_run_dir, golden_hash
     from rag.lm.configure import configure_dspy
     from rag.paths import golden_path
@@ -186,7 +188,8 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
     if skipped:
         return skipped
     golden = golden_path(golden)
-    items = select_items(load_golden(golden), split)
+    items = load_golden(golden)
+    items = select_items(keep_reviewed(items, golden) if reviewed_only else items, split)
     ghash = golden_hash(golden)
     configure_dspy(settings)
     program = build_program(settings, use_artifact=use_artifact)
@@ -197,7 +200,8 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
         log(f"Judge: {program.judge.description}")
     run_config = fingerprint(settings, program.lms)
     run_config["artifact"] = program.artifact.name if program.artifact else None
-    variant = base_pairs + ([f"artifact={program.artifact.name}"] if program.artifact else [])
+    variant = base_pairs + ([f"artifact={program.artifact.name}"] if program.artifact else []) + (
+        ["reviewed_only"] if reviewed_only else [])
     if judge and program.judge.compiled_from:  # recorded in run.json, and a run of its own
         run_config["judge_artifact"] = program.judge.compiled_from
         variant.append(f"judge_artifact={program.judge.compiled_from}")

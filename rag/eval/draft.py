@@ -1,0 +1,340 @@
+"""A golden set drafted for any index: seed passages, questions by one model, pooled gold labels by another.
+
+``rag golden draft`` (rag.cli.cmd_golden) runs :func:`draft_set`, so a user with their own documents can evaluate
+without writing a JSONL file by hand:
+
+1. seeds (:func:`sample_seeds`): passages taken round-robin over documents (``chunk.source``) and, within a
+   document, round-robin over its sections (``chunk.title``), every order drawn from ``random.Random(seed)``: n items
+   cover min(n, documents) documents before any document gives a second seed. One item per seed passage.
+2. types: the mix (``--types``, weights) becomes counts by largest remainder (:func:`type_counts`), dealt evenly
+   (:func:`spread`) along the seeds taken document by document, so each document gets its share of each type.
+3. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
+   (signatures.QuestionDrafter), one in a user's loose words (VagueQuestionDrafter), or a plausible question on the
+   subject that the seed's document does not answer (UnanswerableDrafter, shown the document's section titles).
+4. gold labels, on the judge role's model: a TREC-style pool (top ``pool`` dense and top ``pool`` BM25 hits, plus the
+   seed) labelled one passage at a time (signatures.PoolLabeler). ``relevant_chunk_ids`` are the passages labelled
+   relevant; an unanswerable draft that any pooled passage answers is dropped, with why, into ``FILE.dropped.jsonl``.
+5. splits, stratified by type and document: per type, the items sorted by document are dealt
+   train/test/dev/train/test (40/20/40).
+
+Each item is appended as one JSON line as soon as it is labelled, so an interrupted run resumes: a rerun with the
+same options skips the seeds already kept or dropped. A reply the model's output cannot be parsed from skips that
+seed with a warning (counted; a rerun asks again, for a new reply with the LM cache off);
+:data:`MAX_FAILURES_IN_A_ROW` failures in a row stop the run instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag.errors import InputError, ModelError
+from rag.eval.golden import TYPES
+from rag.ingest.chunking import Chunk
+from rag.ingest.jsonl import dump_json, split_lines
+
+DEFAULT_TYPES = "answerable=0.6,vague=0.15,unanswerable=0.25"
+SPLIT_CYCLE = ("train", "test", "dev", "train", "test")  # 40/20/40 train/dev/test
+NOT_COVERED = "Not covered by the indexed documents."
+MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling model
+MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
+MAX_FAILURES_IN_A_ROW = 10  # drafts that fail one after another before the run stops
+SAME_MODEL = "labels come from the same model that drafted; set judge_model to another model for independent labels"
+
+
+def parse_types(spec: str | None) -> dict[str, float]:
+    """``answerable=0.6,vague=0.15,unanswerable=0.25`` -> shares per type summing to 1 (weights are normalised; a
+    type left out gets none). InputError naming ``--types`` for an unknown type or a value that is no number."""
+    example = f"e.g. --types {DEFAULT_TYPES}"
+    weights: dict[str, float] = {}
+    for part in (spec if spec is not None else DEFAULT_TYPES).split(","):
+        if not part.strip():
+            continue
+        name, _, value = (s.strip() for s in part.partition("="))
+        if name not in TYPES:
+            raise InputError(f"--types: unknown type {name!r}; the types are {', '.join(TYPES)}, {example}")
+        try:
+            weight = float(value)
+        except ValueError:
+            raise InputError(f"--types: {part.strip()!r} gives no number; write type=fraction, {example}") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise InputError(f"--types: {part.strip()!r} must be a number >= 0, {example}")
+        weights[name] = weight
+    total = sum(weights.values())
+    if total <= 0:
+        raise InputError(f"--types gives no type a share above 0; {example}")
+    return {t: weights.get(t, 0.0) / total for t in TYPES}
+
+
+def type_counts(n: int, mix: Mapping[str, float]) -> dict[str, int]:
+    """Counts per type summing to ``n``, by largest remainder (ties in the order of TYPES)."""
+    raw = {t: n * mix.get(t, 0.0) for t in TYPES}
+    counts = {t: int(v) for t, v in raw.items()}
+    for t in sorted(TYPES, key=lambda t: (counts[t] - raw[t], TYPES.index(t)))[:n - sum(counts.values())]:
+        counts[t] += 1
+    return counts
+
+
+def spread(counts: Mapping[str, int]) -> list[str]:
+    """The types dealt evenly along ``sum(counts)`` positions: each next position goes to the type furthest behind
+    its share (never past its count, since the shortfalls sum to 1 at every step)."""
+    n, given = sum(counts.values()), dict.fromkeys(counts, 0)
+    out = []
+    for i in range(1, n + 1):
+        t = max(counts, key=lambda t: (counts[t] * i / n - given[t], -TYPES.index(t)))
+        given[t] += 1
+        out.append(t)
+    return out
+
+
+def _round_robin(queues: Sequence[Sequence[Any]]) -> list[Any]:
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def sample_seeds(chunks: Sequence[Chunk], n: int, seed: int = 0) -> list[Chunk]:
+    """``n`` passages with text, stratified by document and then section (module docstring); the same chunks and
+    seed give the same seeds."""
+    rng = random.Random(seed)
+    docs: dict[str, dict[str, list[Chunk]]] = {}
+    for c in chunks:
+        if c.text.strip():
+            docs.setdefault(c.source, {}).setdefault(c.title, []).append(c)
+    per_doc = []
+    for source in rng.sample(sorted(docs), len(docs)):
+        sections = [rng.sample(cs, len(cs)) for _, cs in sorted(docs[source].items())]
+        rng.shuffle(sections)
+        per_doc.append(_round_robin(sections))
+    return _round_robin(per_doc)[:n]
+
+
+@dataclass
+class Planned:
+    """One item to draft: its id, type, seed passage and split."""
+
+    id: str
+    type: str
+    seed: Chunk
+    split: str
+
+
+def plan_draft(chunks: Sequence[Chunk], n: int, mix: Mapping[str, float], seed: int = 0) -> list[Planned]:
+    """The items a draft makes, in drafting order; InputError for an empty index or an ``n`` it cannot hold."""
+    usable = sum(1 for c in chunks if c.text.strip())
+    if not usable:
+        raise InputError("the index holds no passages to draft questions from; index your documents first "
+                         "(rag index DOCS --index-dir DIR) and pass that --index-dir")
+    if n > usable:
+        raise InputError(f"--n {n} is more than this index allows: each item needs a seed passage of its own and the "
+                         f"index holds {usable}; give --n {usable} or fewer, or index more documents")
+    seeds, dealt = sample_seeds(chunks, n, seed), spread(type_counts(n, mix))
+    by_doc = sorted(range(n), key=lambda i: (seeds[i].source, i))  # each document's seeds in a run of their own
+    types = [""] * n
+    for j, i in enumerate(by_doc):  # dealt along the documents in turn: every document gets its share of each type
+        types[i] = dealt[j]
+    split_of: dict[int, str] = {}
+    for t in TYPES:  # per type, sorted by document: dealt train/test/dev/train/test
+        mine = sorted((i for i in range(n) if types[i] == t), key=lambda i: (seeds[i].source, i))
+        split_of.update({i: SPLIT_CYCLE[j % len(SPLIT_CYCLE)] for j, i in enumerate(mine)})
+    numbers: Counter[str] = Counter()
+    plan = []
+    for i in range(n):
+        numbers[types[i]] += 1
+        plan.append(Planned(f"draft-{types[i][0]}-{numbers[types[i]]:03d}", types[i], seeds[i], split_of[i]))
+    return plan
+
+
+def prompt_version() -> str:
+    """``golden-draft/1-<hash>``: a hash of the drafting and labelling signatures (instructions and fields), so an
+    item says which prompts made it."""
+    from signatures import PoolLabeler, QuestionDrafter, UnanswerableDrafter, VagueQuestionDrafter
+
+    text = "\n".join(f"{s.__name__}\n{s.instructions}\n{sorted(s.fields)}"
+                     for s in (QuestionDrafter, VagueQuestionDrafter, UnanswerableDrafter, PoolLabeler))
+    return "golden-draft/1-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+
+
+def passage(chunk: Chunk) -> str:
+    return f"[{chunk.source} | {chunk.title}]\n{chunk.text[:MAX_PASSAGE_CHARS]}"
+
+
+def dropped_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name + ".dropped.jsonl")
+
+
+def read_lines(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """The records of a JSONL file the drafter appends to ([] when absent). A last line cut short by an interrupted
+    write is dropped (``repair``: cut off the file too, so the next append starts on a line of its own)."""
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines, out, torn = split_lines(text), [], False
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if n < len(lines) or text.endswith("\n"):
+                raise InputError(f"{path}:{n}: invalid JSON ({exc.msg}); give --out a new file") from None
+            torn = True  # the last line, cut short: its item is drafted again
+    if repair and text and not text.endswith("\n"):
+        with path.open("rb+") as fh:
+            if torn:
+                fh.truncate(len(text.encode("utf-8")) - len(lines[-1].encode("utf-8")))
+            else:
+                fh.seek(0, os.SEEK_END)
+                fh.write(b"\n")
+    return out
+
+
+def _same_options(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a resumed draft must share (the index by its corpus fingerprint, wherever it lies now)."""
+    return {k: v for k, v in params.items() if k != "index"}
+
+
+def _append(path: Path, record: Mapping[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(dump_json(record, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@dataclass
+class DraftResult:
+    """What one :func:`draft_set` run did: items kept and dropped now, seeds skipped (id, why), seeds done before."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    resumed: int = 0
+    calls: int = 0
+
+
+def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str, float] | None = None, seed: int = 0,
+              pool: int = 5, lms: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
+              specs: Mapping[str, str] | None = None, log: Callable[[str], None] = lambda _m: None) -> DraftResult:
+    """Draft, label and append items to ``out`` (module docstring), resuming what ``out`` holds. ``lms``: role ->
+    dspy LM with ``answerer`` (drafts) and ``judge`` (labels), or a function returning it, called once the input is
+    checked; ``specs`` names the model of each role in the items (default: the LM's model)."""
+    from rag.eval.runner import is_fatal
+
+    out, mix = Path(out).expanduser(), dict(mix or parse_types(None))
+    chunks = list(retriever.index.chunks)
+    plan = plan_draft(chunks, n, mix, seed)
+    params = {"n": n, "types": mix, "seed": seed, "pool": pool, "index": str(Path(retriever.index.dir).resolve()),
+              "corpus": retriever.index.manifest.get("corpus", {}).get("fingerprint")}
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; give --out a file path, e.g. --out {out / 'golden.jsonl'}")
+    done = {}
+    for path in (out, dropped_path(out)):
+        for rec in read_lines(path, repair=True):
+            if not isinstance(rec, dict) or "draft" not in rec:
+                raise InputError(f"{path} holds lines that rag golden draft did not write; give --out a new file")
+            if _same_options(rec["draft"]) != _same_options(params):
+                raise InputError(f"{path} was drafted with other options or another index ({rec['draft']}); rerun "
+                                 "with the same --n/--types/--seed/--pool and --index-dir to resume, or give another --out")
+            done[rec["id"]] = rec
+    lms = lms() if callable(lms) else lms
+    specs = {role: (specs or {}).get(role) or str(getattr(lms[role], "model", lms[role])) for role in ("answerer", "judge")}
+    if specs["answerer"] == specs["judge"]:
+        log(SAME_MODEL)
+    drafter = _Drafter(lms["answerer"], lms["judge"], {c.id: c for c in chunks})
+    by_doc: dict[str, list[str]] = {}
+    for c in chunks:
+        titles = by_doc.setdefault(c.source, [])
+        if c.title not in titles:
+            titles.append(c.title)
+    result, version, failures = DraftResult(resumed=sum(p.id in done for p in plan)), prompt_version(), 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for i, p in enumerate(plan, 1):
+        if p.id in done:
+            continue
+        try:
+            rec = drafter.item(p, retriever, pool, "\n".join(by_doc[p.seed.source][:MAX_SECTIONS]))
+        except Exception as exc:  # noqa: BLE001 - an unparsable reply skips this seed; a fatal error stops the run
+            if is_fatal(exc):
+                raise
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+            result.skipped.append((p.id, why))
+            failures += 1
+            log(f"warning: skipped {p.id} (seed {p.seed.id}): {why}")
+            if failures >= MAX_FAILURES_IN_A_ROW:
+                raise ModelError(f"the last {failures} drafts all failed (last: {why}); check the answerer and judge "
+                                 f"models (rag models). The {len(result.kept)} item(s) kept are in {out}") from exc
+            continue
+        failures = 0
+        rec = {**rec, "drafted_by": specs["answerer"], "labelled_by": specs["judge"], "prompt_version": version,
+               "draft": params}
+        if "dropped" in rec:
+            _append(dropped_path(out), rec)
+            result.dropped.append(rec)
+            log(f"[{i}/{len(plan)}] {p.id}: dropped ({rec['dropped']})")
+        else:
+            _append(out, rec)
+            result.kept.append(rec)
+            log(f"[{i}/{len(plan)}] {p.id} {p.type}: kept, {len(rec['relevant_chunk_ids'])} of {len(rec['pool'])} "
+                "pooled passages relevant")
+    result.calls = drafter.calls
+    return result
+
+
+class _Drafter:
+    """The drafting predictors on the answerer's model and the labelling one on the judge's."""
+
+    def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk]) -> None:
+        import dspy
+
+        from signatures import PoolLabeler, QuestionDrafter, UnanswerableDrafter, VagueQuestionDrafter
+
+        self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
+        self.predict = {"answerable": dspy.Predict(QuestionDrafter), "vague": dspy.Predict(VagueQuestionDrafter),
+                        "unanswerable": dspy.Predict(UnanswerableDrafter)}
+        self.label = dspy.Predict(PoolLabeler)
+
+    def _call(self, predictor: Any, lm: Any, **inputs: Any) -> Any:
+        from rag.usage.metering import metered_call
+
+        self.calls += 1
+        return metered_call(predictor, lm, **inputs)[0]
+
+    def item(self, p: Planned, retriever: Any, k: int, sections: str) -> dict[str, Any]:
+        """The drafted, labelled record of ``p`` (with ``dropped`` set when its draft is not kept)."""
+        unanswerable = p.type == "unanswerable"
+        inputs = {"passage": passage(p.seed), **({"sections": sections} if unanswerable else {})}
+        draft = self._call(self.predict[p.type], self.draft_lm, **inputs)
+        question = " ".join(str(draft.question or "").split())
+        reference = " ".join(str(getattr(draft, "reference_answer", "") or "").split())
+        if not question or not (reference or unanswerable):
+            raise ValueError(f"the model wrote no {'question' if not question else 'reference answer'}")
+        found: dict[str, list[str]] = {}
+        for mode in ("dense", "bm25"):
+            for hit in retriever.search(question, k=k, mode=mode):
+                found.setdefault(hit.chunk_id, []).append(mode)
+        found.setdefault(p.seed.id, []).append("seed")
+        labels = []
+        for cid, by in found.items():
+            label = self._call(self.label, self.label_lm, question=question, passage=passage(self.chunks[cid]))
+            if not isinstance(label.relevant, bool):
+                raise ValueError(f"the label of {cid} is not true or false: {label.relevant!r}")
+            labels.append({"chunk_id": cid, "found_by": by, "relevant": label.relevant, "reason": str(label.reason or "")})
+        relevant = [lab["chunk_id"] for lab in labels if lab["relevant"]]
+        rec = {"id": p.id, "type": p.type, "question": question,
+               "reference_answer": NOT_COVERED if unanswerable else reference,
+               "should_refuse": unanswerable, "relevant_chunk_ids": [] if unanswerable else relevant, "split": p.split,
+               "seed_chunk_id": p.seed.id, "source": p.seed.source, "section": p.seed.title, "pool": labels}
+        if unanswerable:
+            rec["missing"] = str(draft.missing or "")
+            if relevant:
+                why = "; ".join(f"{lab['chunk_id']}: {lab['reason']}" for lab in labels if lab["relevant"])
+                rec["dropped"] = f"pooled passage(s) labelled as answering it: {why}"
+        return rec
+
