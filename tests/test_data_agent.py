@@ -299,27 +299,35 @@ def test_results_are_compared_as_bags_of_rows(got, gold, same):
     assert same_rows(got, gold) is same
 
 
-def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, checksum, tmp_path, monkeypatch):
-    """The CLI, in-process over the real index: the statement and its rows under the source it cites, and the
-    critic's flag after the answer (stdout); --json carries both."""
+def _ask_cli(ops, monkeypatch, tmp_path, replies, *flags):
+    """``rag ask`` in-process over the real index with tables, every role scripted by ``replies`` (keyed by the
+    output fields each role's prompt lists last; first match wins): (the CLI's arguments, its result)."""
     from typer.testing import CliRunner
 
     from rag.cli import app
     from rag.lm.adapter import SieveAdapter
 
     index, _ = ops
-    n = open_claims(ops)
-    # keyed by the output fields each role's prompt lists last (first match wins)
-    lm = DummyLM({"- grounded (": {"reason": "the answer says 'all' but the result counts open claims only",
-                                   "grounded": False},
-                  "- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
-                  "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}},
-                 adapter=SieveAdapter())
+    lm = DummyLM(replies, adapter=SieveAdapter())
     monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {r: lm for r in
                                                                         ("grader", "rewriter", "answerer", "judge")})
     monkeypatch.chdir(tmp_path)  # no sieve.toml
-    args = ["ask", "How many claims are open?", "--index-dir", str(index.dir), "--no-artifact", "--no-cache"]
-    out = CliRunner().invoke(app, args)
+    args = ["ask", "How many claims are open?", "--index-dir", str(index.dir), "--no-artifact", "--no-cache", *flags]
+    return args, CliRunner().invoke(app, args)
+
+
+def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, checksum, tmp_path, monkeypatch):
+    """The CLI, in-process over the real index: the statement and its rows under the source it cites, and the
+    critic's flag after the answer (stdout); --json carries both."""
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    n = open_claims(ops)
+    args, out = _ask_cli(ops, monkeypatch, tmp_path, {
+        "- grounded (": {"reason": "the answer says 'all' but the result counts open claims only", "grounded": False},
+        "- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
+        "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}})
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[0] == f"All {n} claims are open [sql:1]."
@@ -386,6 +394,18 @@ def test_compiling_the_router_on_an_index_without_tables_says_what_to_index(tiny
     settings = load_settings({"index_dir": tiny_index.dir, "artifacts_dir": tmp_path / "artifacts"})
     with pytest.raises(InputError, match="the index has no tables.*rag demo ops"):
         compile_program(settings, golden=golden, roles=["router"], dry_run=True, show_progress=False)
+
+
+def test_rag_ask_prints_a_few_rows_of_a_long_result_and_says_how_many_more(ops, checksum, tmp_path, monkeypatch):
+    _, out = _ask_cli(ops, monkeypatch, tmp_path, {
+        "- grounded (": GROUNDED, "- source (": ROUTE_DATA, "- sql (": {"sql": "SELECT claim_id FROM claims ORDER BY claim_id"},
+        "- cited_ids (": {"answer": "The claims are listed [sql:1].", "cited_ids": ["sql:1"]}}, "--set", "sql_rows=8")
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    at = lines.index("  [1] SQL result (sql:1)")
+    assert lines[at + 1] == "      SELECT claim_id FROM claims ORDER BY claim_id LIMIT 9"  # the cap + 1: were there more?
+    assert lines[at + 2:at + 7] == ["      CL0001", "      CL0002", "      CL0003", "      CL0004", "      CL0005"]
+    assert lines[at + 7] == "      ... 3 more row(s) fetched; more not fetched (sql_rows = 8) (--json has every fetched row)"
 
 
 def test_rag_index_info_says_what_the_index_holds(ops, tiny_index):

@@ -275,7 +275,8 @@ def _source(hit: Any) -> dict[str, Any]:
     DOCX): ``page`` and, for a passage that runs onto later pages, ``page_end``."""
     meta = getattr(hit, "meta", None) or {}
     pages = {k: meta[k] for k in ("page", "page_end") if isinstance(meta.get(k), int)}
-    sql = {"sql": meta["sql"], "columns": meta.get("columns", []), "rows": meta.get("rows", [])} if "sql" in meta else {}
+    sql = ({"sql": meta["sql"], "columns": meta.get("columns", []), "rows": meta.get("rows", []),
+            "truncated": bool(meta.get("truncated"))} if "sql" in meta else {})
     return {"chunk_id": hit.chunk_id, "title": hit.title, "source": getattr(hit, "source", ""), **pages, **sql}
 
 

@@ -18,6 +18,8 @@ from rag.cli.common import (
     settings_from,
 )
 
+SHOWN_ROWS = 5  # rows of a SQL result printed under its source
+
 
 @app.command()
 def ask(
@@ -101,8 +103,13 @@ def ask(
             typer.echo(f"  [{i}] {where} ({src['chunk_id']})")
             if src.get("sql"):  # a SQL result: the statement that ran, and its first rows
                 typer.echo(f"      {src['sql']}")
-                typer.echo("".join(f"      {' | '.join(map(str, row))}\n" for row in src["rows"][:5]).rstrip("\n")
-                           or "      (no rows)")
+                typer.echo("".join(f"      {' | '.join(map(str, row))}\n" for row in src["rows"][:SHOWN_ROWS])
+                           .rstrip("\n") or "      (no rows)")
+                more = len(src["rows"]) - SHOWN_ROWS
+                if more > 0 or src.get("truncated"):
+                    typer.echo(f"      ... {max(more, 0)} more row(s) fetched"
+                               + (f"; more not fetched (sql_rows = {len(src['rows'])})" if src.get("truncated") else "")
+                               + " (--json has every fetched row)")
     uncited = getattr(pred, "uncited", None) or []
     if uncited:
         typer.echo("\nAlso read, not cited:")
