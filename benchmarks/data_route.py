@@ -82,6 +82,7 @@ def _layout(variant: str):
 
 
 def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
+    from rag.agent.dataroute import parse_route
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
@@ -90,26 +91,19 @@ def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
         route = needs_route(bool(pred.needs_rows), bool(pred.needs_rule))
         extra = {"needs_rows": bool(pred.needs_rows), "needs_rule": bool(pred.needs_rule)}
     else:
-        route, extra = str(pred.source).strip().lower(), {}
+        route, extra = parse_route(pred.source), {}
     return {"role": "router", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "got": route, "right": route == item.meta["route"], "reason": str(pred.reason or ""), **extra,
             "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
 
 
 def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm) -> dict:
-    from rag.agent.dataroute import clean_sql
-    from rag.errors import DataError
-    from rag.eval.data_metrics import same_rows
+    from optimize.roles import sql_outcome
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
     pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="")
-    sql, error, right = clean_sql(pred.sql), "", False
-    try:
-        result = warehouse.run(sql, time_limit_s=5.0, max_rows=50) if sql else None
-        right = bool(result) and same_rows(result.to_dict()["rows"], item.meta["gold_result"])
-    except DataError as exc:
-        error = " ".join(str(exc).split())[:160]
+    right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
     return {"role": "sql", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "sql": sql, "error": error, "right": right, "latency_s": time.perf_counter() - start,
             "tokens_in": stats.tokens_in}

@@ -248,26 +248,33 @@ def make_hyde_metric(retriever: Any, k: int) -> Callable[..., float]:
 
 def route_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
     """1 when the router chose the item's route label (rag eval's routing accuracy is its mean)."""
-    return float(str(getattr(pred, "source", "") or "").strip().strip("\"'").lower() == example.source)
+    from rag.agent.dataroute import parse_route
+
+    return float(parse_route(getattr(pred, "source", "")) == example.source)
 
 
-def make_sql_metric(warehouse: Any, rows: int, timeout_s: float) -> Callable[..., float]:
-    """1 when the statement, run as the agent runs it (the SQL guard, read-only, ``rows`` and ``timeout_s``),
-    returns the gold rows (rag.eval.data_metrics.same_rows; rag eval's SQL execution accuracy); a refused or
-    failing statement scores 0."""
+def sql_outcome(warehouse: Any, text: Any, gold: Any, rows: int, timeout_s: float) -> tuple[bool, str, str]:
+    """(the gold rows came back, the statement, the guard's or DuckDB's one-line reason when it did not run) for a
+    writer's ``text``, run as the agent runs it: the SQL guard, read-only, ``rows`` and ``timeout_s``."""
     from rag.agent.dataroute import clean_sql
     from rag.errors import DataError
     from rag.eval.data_metrics import same_rows
 
+    sql = clean_sql(text)
+    if not sql:
+        return False, "", ""
+    try:
+        result = warehouse.run(sql, time_limit_s=timeout_s, max_rows=rows)
+    except DataError as exc:
+        return False, sql, " ".join(str(exc).split())[:160]
+    return same_rows(result.to_dict()["rows"], gold), sql, ""
+
+
+def make_sql_metric(warehouse: Any, rows: int, timeout_s: float) -> Callable[..., float]:
+    """1 when the statement returns the gold rows (:func:`sql_outcome`; rag.eval.data_metrics.same_rows, rag eval's
+    SQL execution accuracy); a refused or failing statement scores 0."""
     def sql_metric(example: dspy.Example, pred: dspy.Prediction, trace: Any = None) -> float:
-        sql = clean_sql(getattr(pred, "sql", ""))
-        if not sql:
-            return 0.0
-        try:
-            result = warehouse.run(sql, time_limit_s=timeout_s, max_rows=rows)
-        except DataError:
-            return 0.0
-        return float(same_rows(result.to_dict()["rows"], example.gold_result))
+        return float(sql_outcome(warehouse, getattr(pred, "sql", ""), example.gold_result, rows, timeout_s)[0])
     return sql_metric
 
 

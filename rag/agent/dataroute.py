@@ -57,7 +57,7 @@ class DataRoute(dspy.Module):
             pred, stats = None, None
         if stats is not None:
             step.record(stats)
-        source = str(getattr(pred, "source", "") or "").strip().strip("\"'").lower()
+        source = parse_route(getattr(pred, "source", ""))
         if source not in SOURCES:
             if pred is not None:
                 step.notes.append(f"router answered {source!r}, not one of {', '.join(SOURCES)}; searching both")
@@ -104,6 +104,11 @@ class DataRoute(dspy.Module):
             return [hit]
         trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
         return []
+
+
+def parse_route(value: Any) -> str:
+    """The router's ``source`` as written, normalised (quotes, case, spaces); not checked against SOURCES."""
+    return str(value or "").strip().strip("\"'").lower()
 
 
 def clean_sql(text: Any) -> str:

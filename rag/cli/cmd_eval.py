@@ -233,9 +233,9 @@ def print_summary(summary: Mapping[str, Any], out_dir: Path, json_out: bool) -> 
     if json_out:
         typer.echo(dump_json({**summary, "run_dir": str(out_dir)}, indent=2))
     else:
-        from rag.report.markdown import DATA_ROWS, ROWS, fmt_ci, has_data_route
+        from rag.report.markdown import fmt_ci, metric_rows
 
-        rows = (*ROWS, *DATA_ROWS) if has_data_route([summary]) else ROWS  # an index with tables: the data route's too
+        rows = metric_rows([summary])  # an index with tables: the data route's too
         width = max(len(label) for _, label, _ in rows)
         typer.echo(f"{'config':<{width}}  {summary['config_name']} ({summary['n_done']}/{summary['n_selected']} items)"
                    "  value [95% interval] n")

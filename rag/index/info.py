@@ -9,6 +9,11 @@ from typing import Any
 SHOWN_VALUES = 5  # a field's most common values listed; the rest are counted
 
 
+def filterable(value: Any) -> bool:
+    """Whether a chunk's metadata value can be matched by a ``--where`` filter: text or a number."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
 def describe(index: Any) -> dict[str, Any]:
     """The index as plain data: ``{"dir", "built_at", "sieve_version", "chunks", "sources", "embedding", "fields",
     "tables"}``; ``fields`` maps each metadata field to its value counts, most common first."""
@@ -16,7 +21,7 @@ def describe(index: Any) -> dict[str, Any]:
     values: dict[str, Counter] = {}
     for chunk in index.chunks:
         for key, value in chunk.meta.items():
-            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            if filterable(value):
                 values.setdefault(key, Counter())[str(value)] += 1
     return {"dir": str(index.dir), "built_at": m.get("built_at"), "sieve_version": m.get("sieve_version"),
             "chunks": len(index.chunks), "sources": len({c.source for c in index.chunks}),

@@ -18,7 +18,7 @@ import pandas as pd
 from rag.errors import InputError
 from rag.eval.agent_metrics import grade_confusion, intervals, percentile, step_latency
 from rag.eval.diagnose import KINDS, diagnose
-from rag.report.markdown import DATA_ROWS, ROWS, fmt_ci, has_data_route
+from rag.report.markdown import DATA_ROWS, ROWS, fmt_ci, metric_rows
 from rag.report.runset import ENV_RUNS, Run, RunSet, default_paths, load_runs
 from rag.report.runset import as_list as _runs
 from rag.report.trace_view import is_right, outcome, render_trace
@@ -109,7 +109,7 @@ def steps_frame(runs: RunSet | Run | Sequence[Run]) -> pd.DataFrame:
 
 def _rows(runs: Sequence[Run]) -> tuple[tuple[str, str, str], ...]:
     """The report's metric rows, with the data route's when a run routed questions (an index with tables)."""
-    return (*ROWS, *DATA_ROWS) if has_data_route([r.summary for r in runs]) else ROWS
+    return metric_rows([r.summary for r in runs])
 
 
 def metric_values(runs: RunSet | Sequence[Run]) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +156,14 @@ def metric_table(runs: Sequence[dict[str, Any]], rows_of: Sequence[tuple[str, st
     return _table(header, rows)
 
 
-def has_data_route(summaries: Sequence[dict[str, Any]]) -> bool:
+def has_data_route(summaries: Sequence[Mapping[str, Any]]) -> bool:
     """Whether any run routed questions (an index with tables): its data-route metrics are then shown."""
     return any("routing_accuracy" in s["metrics"] for s in summaries)
+
+
+def metric_rows(summaries: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """The metric rows for these runs' summaries: ROWS, then DATA_ROWS when a run routed questions."""
+    return (*ROWS, *DATA_ROWS) if has_data_route(summaries) else ROWS
 
 
 def data_route_section(runs: Sequence[dict[str, Any]]) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from rag.errors import ConfigError, InputError
+from rag.index.info import filterable
 from rag.ingest.metadata import version_key
 
 BUILT_IN_FIELDS = ("source", "title")
@@ -42,7 +43,7 @@ def field_values(chunk: Any, name: str) -> Any:
 
 def fields(index: Any) -> list[str]:
     """The fields a filter may name in this index (metadata keys with text or number values)."""
-    names = {k for c in index.chunks for k, v in c.meta.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    names = {k for c in index.chunks for k, v in c.meta.items() if filterable(v)}
     return sorted(names | set(BUILT_IN_FIELDS))
 
 
