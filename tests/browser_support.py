@@ -36,10 +36,12 @@ def _console_error(errors: list[str], message: Any) -> None:
 
 
 @contextlib.contextmanager
-def open_page(browser: Any, url: str, *, strict: bool = False) -> Iterator[Any]:
+def open_page(browser: Any, url: str, *, strict: bool = False, **options: Any) -> Iterator[Any]:
     """The page at ``url``, ready. The page's CSP would block an injected inline script on its own; bypassing it makes
-    an XSS test check that untrusted text is never inserted as HTML at all (test_serve_api checks the header)."""
-    context = browser.new_context(viewport={"width": 1360, "height": 900}, bypass_csp=True)
+    an XSS test check that untrusted text is never inserted as HTML at all (test_serve_api checks the header).
+    ``options`` go to the browser context: ``viewport={"width": 390, "height": 844}`` (a phone),
+    ``color_scheme="dark"``."""
+    context = browser.new_context(**{"viewport": {"width": 1360, "height": 900}, "bypass_csp": True, **options})
     pg = context.new_page()
     pg.set_default_timeout(TIMEOUT_MS)
     errors: list[str] = []
@@ -67,6 +69,31 @@ def screenshot(page: Any, shots: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
+
+
+# The WCAG contrast ratio of an element's text against the background it sits on (the first ancestor, or itself, with an
+# opaque background colour): rgb() values as Chromium computes them.
+CONTRAST_JS = r"""el => {
+  const rgb = (c) => c.match(/[\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  let node = el, bg = null;
+  while (node && node.nodeType === 1) {
+    const c = rgb(getComputedStyle(node).backgroundColor);
+    if (c.length < 4 || c[3] === 1) { bg = c; break; }
+    node = node.parentElement;
+  }
+  const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(bg || [255, 255, 255])].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+
+def contrasts(page: Any, selector: str) -> dict[str, float]:
+    """The contrast ratio of each visible element that ``selector`` finds and that holds text of its own (not only its
+    children's), keyed by its tag, class and text."""
+    return dict(page.eval_on_selector_all(selector, f"""els => els
+      .filter((e) => e.offsetParent !== null && [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim()))
+      .map((e) => [`${{e.tagName.toLowerCase()}}.${{e.className}}: ${{e.textContent.trim().slice(0, 40)}}`, ({CONTRAST_JS})(e)])"""))
 
 
 def completed_nodes(page: Any) -> list[str]:

@@ -25,9 +25,20 @@ from tests.serve_support import (  # noqa: F401
     UNANSWERABLE,
     WITH_ID,
     gate,
+    scripted_lms,
     serve,
     serve_index,
 )
+
+ALSO = "Which statements wrap a block or do nothing?"  # the answerer reads two passages and cites one
+
+
+def with_uncited(lms):
+    """The scripted models, plus ALSO: the grader accepts the with and the pass passages, the answerer cites pass."""
+    lms["grader"].answers[ALSO] = {"subject": "pass", "relevant": True, "relevant_chunk_ids": [WITH_ID, PASS_ID],
+                                   "reason": "one passage says what pass does"}
+    lms["answerer"].answers[ALSO] = {"cited_ids": [PASS_ID], "answer": f"pass does nothing [{PASS_ID}]."}
+    return lms
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +48,7 @@ def index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(index, gate):
-    with serve(index, gate) as url, httpx.Client(base_url=url, timeout=120) as c:
+    with serve(index, gate, lms=with_uncited(scripted_lms(gate))) as url, httpx.Client(base_url=url, timeout=120) as c:
         yield c
 
 
@@ -98,6 +109,22 @@ def test_the_stream_sends_each_step_when_its_node_finishes(client, gate):
     assert [d["node"] for k, d in rest if k == "step"] == ["grade", "answer"]
     done = rest[-1][1]
     assert done["citations"] == [PASS_ID] and nodes(done) == ["retrieve", "grade", "answer"]
+
+
+def test_the_passages_read_but_not_cited_are_listed_apart_in_the_answer_and_the_stream(client):
+    """The answerer was given the passages of the answer step (shown_ids) and cited pass: ``uncited`` names the
+    others, the with passage the grader accepted among them, in /api/ask and in the stream's ``done`` event alike."""
+    d = client.post("/api/ask", json={"question": ALSO}).json()
+    assert [s["chunk_id"] for s in d["sources"]] == [PASS_ID] and d["citations"] == [PASS_ID]
+    shown = d["trace"]["steps"][-1]["shown_ids"]
+    uncited = [s["chunk_id"] for s in d["uncited"]]
+    assert uncited == [i for i in shown if i != PASS_ID] and WITH_ID in uncited and PASS_ID in shown
+    assert all(s["title"] for s in d["uncited"])
+    with client.stream("GET", "/api/stream", params={"question": ALSO}) as r:
+        done = [data for kind, data in events(r) if kind == "done"][0]
+    assert done["uncited"] == d["uncited"]
+    refused = client.post("/api/ask", json={"question": UNANSWERABLE}).json()
+    assert refused["uncited"] == [] and refused["closest"]
 
 
 def test_an_unanswerable_question_is_refused_with_the_closest_passages(client):

@@ -1,12 +1,16 @@
 """The rag serve page in real headless Chromium (Debian's chromium, driven by Playwright): the trace appears step by
-step, a citation opens its passage, an unanswerable question is refused with its closest passages, the evaluation
-browser shows the fixture runs' metrics, and untrusted document and model text never runs as script.
+step, a citation opens its passage in a dialog (Escape and its close button close it; its text is shown without
+reST/Markdown decoration), an unanswerable question is refused with its closest passages, the answer lists the
+passages read but not cited apart, the program's notes are folded away, the evaluation browser shows the fixture
+runs' metrics, a phone gets one column no wider than its screen, dark mode and light mode keep text readable, and
+untrusted document and model text never runs as script.
 
 Screenshots go to a temporary folder; with UPDATE_DOCS_SCREENSHOTS=1 they replace the ones in docs/ (README)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +19,15 @@ import httpx
 import pytest
 
 from rag.agent.module import REFUSAL
-from tests.browser_support import TIMEOUT_MS, browser, completed_nodes, needs_chromium, open_page, shots  # noqa: F401
+from tests.browser_support import (  # noqa: F401
+    TIMEOUT_MS,
+    browser,
+    completed_nodes,
+    contrasts,
+    needs_chromium,
+    open_page,
+    shots,
+)
 from tests.browser_support import screenshot as _screenshot
 from tests.serve_support import (  # noqa: F401
     ANSWERABLE,
@@ -24,19 +36,37 @@ from tests.serve_support import (  # noqa: F401
     SLOW,
     TRICKY_ID,
     UNANSWERABLE,
+    WITH_ID,
     XSS,
     gate,
+    scripted_lms,
     serve,
     serve_index,
     server_runner,
 )
+from tests.test_serve_api import ALSO, with_uncited
 
 pytestmark = needs_chromium
+
+PHONE = {"width": 390, "height": 844}
+# A passage as reST and Markdown write it: title over- and underlines, emphasis, literals; and untrusted markup.
+MARKED_UP = """=====================
+The *with* statement
+=====================
+
+The **with** statement calls ``__enter__()`` and `__exit__()`.
+It takes *args and **kwargs; 2 * 3 is 6, and ("," item)* repeats.
+
+Context managers
+----------------
+
+<b>bold?</b> <img src=x onerror="window.__xss = 'passage'">
+"""
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, gate):
-    with serve(serve_index(tmp_path_factory), gate) as base:
+    with serve(serve_index(tmp_path_factory), gate, lms=with_uncited(scripted_lms(gate))) as base:
         # one question first: the first call through DSPy imports and warms up what every later one reuses
         assert httpx.post(base + "/api/ask", json={"question": ANSWERABLE}, timeout=600).status_code == 200
         yield base
@@ -80,7 +110,7 @@ def test_steps_appear_as_they_finish_and_a_citation_opens_its_passage(page, gate
     assert "dummy" in page.locator("#timeline li.step-grade .meta").inner_text()
     assert "Using uncompiled signatures" in page.locator("#program").inner_text()
     page.click(f"#answer .answer-text button.chunk[data-chunk='{PASS_ID}']")
-    page.wait_for_selector("#passage:not([hidden])")
+    page.wait_for_selector("#passage[open]")
     page.wait_for_function("document.querySelector('#passage-where').textContent.includes('part 3 of 3')")
     assert "pass is a null operation" in page.locator("#passage-text").inner_text()
     assert page.locator("#passage-title").inner_text() == "Compound statements > The pass statement"
@@ -126,9 +156,146 @@ def test_untrusted_text_is_shown_as_text_and_never_runs(page):
     page.wait_for_function("document.querySelector('#passage-text').textContent.includes('onerror')")
     assert page.evaluate("window.__xss") is None
     assert page.evaluate("document.querySelectorAll('script').length") == 1  # main.js only
-    assert page.locator("main img, aside img").count() == 0 and page.locator("#timeline b").count() == 0
+    assert page.locator("main img, dialog img").count() == 0 and page.locator("#timeline b").count() == 0
     assert '<img src=x onerror="window.__xss = \'answer\'">' in page.locator("#answer .answer-text").inner_text()
     assert '<script>window.__xss = "title"</script>' in page.locator("#passage-title").inner_text()
     assert '<img src=x onerror="window.__xss = \'img\'">' in page.locator("#passage-text").inner_text()
     assert '<b>"onerror"</b>' in page.locator("#timeline li.step-grade .reason").inner_text()
     assert '<script>window.__xss = "title"</script>' in page.locator("#timeline li.step-retrieve table.hits").inner_text()
+
+
+def ask(page, question: str, done: str = "#answer") -> None:
+    page.fill("#question", question)
+    page.click("#ask-btn")
+    page.wait_for_selector(done)
+
+
+def box(page, selector: str) -> dict:
+    return page.locator(selector).first.bounding_box()
+
+
+def test_the_passage_is_a_dialog_that_escape_and_its_close_button_close(browser, url):
+    with open_page(browser, url, strict=True) as page:
+        ask(page, ANSWERABLE)
+        link = page.locator(f"#answer .answer-text button.chunk[data-chunk='{WITH_ID}']")
+        link.click()
+        page.wait_for_selector("#passage[open]")
+        page.wait_for_function("document.querySelector('#passage-where').textContent.includes('part 1 of 3')")
+        dialog = page.get_by_role("dialog", name=page.locator("#passage-title").inner_text(), exact=True)
+        assert dialog.is_visible() and page.evaluate("document.querySelector('#passage').matches(':modal')")
+        assert page.evaluate("document.activeElement.id") == "passage-close"  # focus moved into the dialog
+        page.keyboard.press("Escape")
+        page.wait_for_selector("#passage:not([open])", state="attached")
+        assert not dialog.is_visible() and page.locator("#answer").is_visible()
+        assert page.evaluate("document.activeElement.dataset.chunk") == WITH_ID  # focus back on the link that opened it
+        page.keyboard.press("Enter")  # the keyboard opens it again, and the close button closes it
+        page.wait_for_selector("#passage[open]")
+        page.click("#passage-close")
+        page.wait_for_selector("#passage:not([open])", state="attached")
+        assert page.evaluate("document.activeElement.dataset.chunk") == WITH_ID
+
+
+def test_the_passage_text_is_shown_without_rest_or_markdown_decoration(browser, url):
+    """The passage's text as the index might hold it (reST and Markdown): decoration lines are dropped (the line they
+    underline becomes a heading), emphasis and literal markers are taken off, stars that are not markup stay, and the
+    untrusted markup in it is still text."""
+    def marked_up(route):
+        response = route.fetch()
+        route.fulfill(response=response, json={**response.json(), "text": MARKED_UP})
+
+    with open_page(browser, url, strict=True) as page:
+        page.route("**/api/chunk?*", marked_up)
+        ask(page, ANSWERABLE)
+        page.click(f"#answer .answer-text button.chunk[data-chunk='{WITH_ID}']")
+        page.wait_for_function("document.querySelector('#passage-text').textContent.includes('Context managers')")
+        text = page.locator("#passage-text").inner_text()
+        assert page.locator("#passage-text .passage-heading").all_inner_texts() == ["The with statement", "Context managers"]
+        assert "The with statement calls __enter__() and __exit__()." in text
+        assert 'It takes *args and **kwargs; 2 * 3 is 6, and ("," item)* repeats.' in text  # not markup: kept
+        for noise in ("===", "---", "``", "**with**", "*with*", "`__exit__"):
+            assert noise not in text
+        assert '<b>bold?</b> <img src=x onerror="window.__xss = \'passage\'">' in text
+        assert page.locator("#passage b, #passage img").count() == 0 and page.evaluate("window.__xss") is None
+
+
+def test_the_answer_lists_its_sources_and_apart_the_passages_read_but_not_cited(browser, url):
+    with open_page(browser, url, strict=True) as page:
+        ask(page, ALSO)
+        ids = "els => els.map(e => e.dataset.chunk)"
+        assert page.eval_on_selector_all("#answer ul.sources button.chunk", ids) == [PASS_ID]
+        uncited = page.eval_on_selector_all("#answer ul.uncited button.chunk", ids)
+        assert WITH_ID in uncited and PASS_ID not in uncited  # all the answerer read, less what it cites
+        assert uncited == page.eval_on_selector_all("#timeline li.step-answer div:last-child button.chunk", ids)
+        assert page.locator("#answer h3").all_inner_texts() == ["Sources", "Also read (not cited)"]
+        assert f"{WITH_ID} Compound statements" in page.locator("#answer ul.uncited").inner_text()  # with its title
+        page.click(f"#answer ul.uncited button.chunk[data-chunk='{WITH_ID}']")  # it opens like a cited one
+        page.wait_for_function("document.querySelector('#passage-text').textContent.includes('context manager')")
+
+
+def test_done_gives_the_wall_time_with_the_agent_time_beside_it_and_the_notes_are_folded_away(browser, url):
+    with open_page(browser, url, strict=True) as page:
+        ask(page, ANSWERABLE)
+        page.wait_for_function("document.querySelector('#progress').textContent.startsWith('Done in')")
+        done = page.locator("#progress").inner_text()
+        wall, agent = map(float, re.fullmatch(r"Done in ([\d.]+) s \(agent ([\d.]+) s\)", done).groups())
+        assert wall >= agent
+        # a neutral colour, the text's own, not the warning orange
+        assert page.evaluate("getComputedStyle(document.querySelector('#progress')).color") == \
+            page.evaluate("getComputedStyle(document.body).color")
+        # the program's messages (which artifact was skipped and why): one collapsed line below the answer
+        notes = page.locator("#notes details.notes")
+        assert notes.locator("summary").inner_text() == "Notes (1)" and not notes.evaluate("d => d.open")
+        assert not page.get_by_text("scripted test program").is_visible()
+        assert "scripted test program" not in page.locator("#program").inner_text()
+        assert box(page, "#notes")["y"] > box(page, "#answer")["y"]
+        notes.locator("summary").click()
+        assert page.get_by_text("scripted test program (DummyLM per role)").is_visible()
+
+
+def test_a_phone_gets_one_column_no_wider_than_its_screen(browser, url, shots):
+    width = "document.scrollingElement.scrollWidth"
+    with open_page(browser, url, strict=True, viewport=PHONE) as page:
+        ask(page, ALSO)
+        assert page.evaluate(width) <= PHONE["width"]
+        left, right = box(page, ".panel.left"), box(page, ".panel.right")
+        assert right["width"] >= 350 and left["y"] + left["height"] <= right["y"]  # one column: the form, then the answer
+        for selector in ("#config", "#artifact", "#ask-btn", "#question", ".panel.right", "#answer", "#timeline"):
+            b = box(page, selector)
+            assert b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"], (selector, b)
+        _screenshot(page, shots, "serve-phone.png")
+        page.click(f"#answer ul.sources button.chunk[data-chunk='{PASS_ID}']")
+        page.wait_for_selector("#passage[open]")
+        b = box(page, "#passage")
+        assert b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"]
+        page.keyboard.press("Escape")
+
+        page.click("#tab-evals")
+        page.wait_for_selector("#metric-table tbody tr")
+        page.click("#runs-table button.link:text('baseline')")
+        page.wait_for_selector("#run-view details.failure")
+        page.locator("#run-view details.failure").first.locator("summary").click()
+        assert page.evaluate(width) <= PHONE["width"]
+        # the tables scroll inside their own box; none reaches past the screen
+        tables = page.eval_on_selector_all(".table-scroll", "els => els.filter(e => e.offsetParent !== null)"
+                                           ".map(e => e.getBoundingClientRect().right)")
+        assert len(tables) >= 5 and max(tables) <= PHONE["width"]
+        assert page.eval_on_selector_all("#view-evals th", "els => els.filter(e => !e.textContent.trim()).length") == 0
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_text_is_readable_in_light_and_dark_mode(browser, url, scheme):
+    """prefers-color-scheme picks the colours; every piece of text on the answer page, the grey settings and notes
+    included, reaches 4.5:1 (WCAG AA) against the background it sits on."""
+    with open_page(browser, url, strict=True, color_scheme=scheme) as page:
+        ask(page, ALSO)
+        page.locator("#notes summary").click()
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        level = sum(int(v) for v in re.findall(r"\d+", background)[:3]) / 3
+        assert (level < 40) if scheme == "dark" else (level > 200), background
+        panel = page.evaluate("getComputedStyle(document.querySelector('.panel')).backgroundColor")
+        assert panel != background
+        own_text = "header *, #view-ask *"  # the elements with text of their own (not only their children's)
+        ratios = contrasts(page, own_text)
+        assert len(ratios) > 40 and any(".muted" in k or "config-info" in k for k in ratios)
+        low = {k: round(v, 2) for k, v in ratios.items() if v < 4.5}
+        assert not low, f"text below 4.5:1 in {scheme} mode: {low}"

@@ -251,7 +251,7 @@ def test_untrusted_text_from_tables_statements_and_reasons_is_shown_as_text_and_
     assert completed_nodes(page) == ["route", "sql", "sql", "answer", "critique", "answer", "critique"]
     assert page.evaluate("window.__xss") is None
     assert page.evaluate("document.querySelectorAll('script').length") == 1  # main.js only
-    assert page.locator("main img, aside img").count() == 0
+    assert page.locator("main img, dialog img").count() == 0
     assert page.locator("#timeline b, #result b, #timeline script, #result script").count() == 0
 
     assert text(page, "#timeline li.step-route .reason") == f"reason: {ROUTE_REASON}"

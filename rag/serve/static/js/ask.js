@@ -1,12 +1,13 @@
 // The ask page: question, configuration and artifact, examples; the trace streams in step by step.
 import { streamEvents } from "./api.js";
-import { el, show, ms } from "./dom.js";
+import { el, show, ms, secs } from "./dom.js";
 import { openPassage } from "./passage.js";
 import { answerText, chunkLink, pendingStep, renderStep, sqlResult } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const ctx = { onPassage: openPassage };
 let running = null;
+let started = 0;  // performance.now() when the question was sent: "Done in" is the wall time the person waited
 
 function fillChoices(info) {
   const config = $("config");
@@ -47,10 +48,15 @@ function showProgram(p) {
   $("program").replaceChildren(
     el("div", {}, "Using ", el("b", {}, p.description), ` · config ${p.config} (mode ${p.settings.mode}, k=${p.settings.top_k}, `
       + `reflection ${p.settings.reflection ? "on" : "off"}, max_rewrites ${p.settings.max_rewrites})`),
-    el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")),
-    // which artifacts were skipped and why: folded away, as rag ask shows it only with --verbose
-    ...(p.messages.length ? [el("details", { class: "muted" }, el("summary", {}, "Why these prompts"),
-      ...p.messages.map((m) => el("div", {}, m)))] : []));
+    el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")));
+  // which artifacts were skipped and why: diagnostics, folded away below the answer (rag ask prints them with --verbose)
+  $("notes").replaceChildren(...(p.messages.length ? [el("details", { class: "notes" },
+    el("summary", {}, `Notes (${p.messages.length})`), p.messages.map((m) => el("div", {}, m)))] : []));
+}
+
+// A passage as a list item: its id (a link that opens it) and its title; a SQL result with its statement and rows.
+function sourceItem(s, withRows) {
+  return el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || "", withRows && s.sql ? sqlResult(s) : "");
 }
 
 function showResult(d) {
@@ -60,16 +66,25 @@ function showResult(d) {
   if (d.refused) {
     $("result").replaceChildren(el("div", { id: "refusal", class: "result refused" }, el("h2", {}, "Refused"),
       el("p", { class: "answer-text" }, d.answer), el("h3", {}, "Closest passages (judged not relevant)"),
-      el("ul", { class: "closest" }, d.closest.map((s) => el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || ""))), totals));
+      el("ul", { class: "closest" }, d.closest.map((s) => sourceItem(s, false))), totals));
   } else {
     const flag = d.low_confidence
       ? [el("div", { id: "low-confidence", class: "warning" }, "Low confidence: the grounding critic found a claim the evidence "
         + "does not state (", d.critic_reason || "", ").")] : [];
+    // the passages the answerer was given but did not cite, apart from the ones it cites
+    const uncited = (d.uncited || []).length ? [el("h3", {}, "Also read (not cited)"),
+      el("ul", { class: "uncited" }, d.uncited.map((s) => sourceItem(s, false)))] : [];
     $("result").replaceChildren(el("div", { id: "answer", class: "result answered" }, el("h2", {}, "Answer"),
       answerText(d.answer, d.citations, ctx), ...flag, el("h3", {}, "Sources"),
-      el("ul", { class: "sources" }, d.sources.map((s) => el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || "",
-        s.sql ? sqlResult(s) : ""))), totals));
+      el("ul", { class: "sources" }, d.sources.map((s) => sourceItem(s, true))), ...uncited, totals));
   }
+}
+
+// Wall time, as the person waited it (queue, loading and all), and beside it the time the agent's nodes took.
+function showDone(d) {
+  $("progress").classList.add("done");
+  $("progress").textContent = `Done in ${secs((performance.now() - started) / 1000)} `
+    + `(agent ${secs(d.trace.totals.latency_ms / 1000)})`;
 }
 
 export async function ask() {
@@ -81,8 +96,11 @@ export async function ask() {
   $("timeline").replaceChildren();
   $("result").replaceChildren();
   $("program").replaceChildren();
+  $("notes").replaceChildren();
   show($("ask-error"), "");
+  $("progress").classList.remove("done");
   $("progress").textContent = "Sending…";
+  started = performance.now();
   const params = new URLSearchParams({ question, config: $("config").value, artifact: $("artifact").value });
   const onEvent = (kind, data) => {
     if (kind === "progress") $("progress").textContent = progressText(data);
@@ -92,7 +110,7 @@ export async function ask() {
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
       if (old) old.replaceWith(node); else $("timeline").append(node);
-    } else if (kind === "done") { showResult(data); $("progress").textContent = `Done in ${ms(data.trace.totals.latency_ms)}`; }
+    } else if (kind === "done") { showResult(data); showDone(data); }
     else if (kind === "error") { show($("ask-error"), data.message); $("progress").textContent = ""; }
   };
   try {

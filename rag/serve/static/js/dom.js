@@ -23,10 +23,26 @@ export function show(node, message) {
   node.hidden = !message;
 }
 
+// Text that screen readers read and the eye does not see (a header cell over a column of checkboxes, say).
+export function hiddenLabel(text) {
+  return el("span", { class: "visually-hidden" }, text);
+}
+
+// A table's head and body. Every header cell has text: an empty one gets a hidden label ("column n").
 export function table(header, rows) {
-  return [el("thead", {}, el("tr", {}, header.map((h) => el("th", {}, h)))),
+  const label = (h, i) => (h instanceof Node || String(h ?? "").trim() ? h : hiddenLabel(`column ${i + 1}`));
+  return [el("thead", {}, el("tr", {}, header.map((h, i) => el("th", { scope: "col" }, label(h, i))))),
           el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c)))))];
 }
+
+// A table in a box of its own that scrolls sideways when the table is wider than the page (phones).
+export function scrollBox(tableNode) {
+  return el("div", { class: "table-scroll" }, tableNode);
+}
+
+// Seconds, for times people read ("0.03 s", "4.2 s", "189 s").
+export const secs = (v) => (v === null || v === undefined ? "—"
+  : `${v < 1 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : Math.round(v).toLocaleString()} s`);
 
 export const ms = (v) => (v === null || v === undefined ? "—" : `${Math.round(v).toLocaleString()} ms`);
 export const pct = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed(1)}%`);

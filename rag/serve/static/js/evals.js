@@ -1,7 +1,7 @@
 // The evaluation browser: runs, the metric table across the chosen ones with their intervals, rag.report.plots figures,
 // one run in detail (per type, refusals, latency, failures with their traces), and the compiled artifacts.
 import { getJSON } from "./api.js";
-import { el, num, pct, show, table } from "./dom.js";
+import { el, hiddenLabel, num, pct, scrollBox, show, table } from "./dom.js";
 import { openPassage } from "./passage.js";
 import { renderStep } from "./trace.js";
 
@@ -51,11 +51,13 @@ async function openRun(name) {
         + `(${r.golden_hash}) · ${r.n_done}/${r.n_selected} items · ${r.updated || ""}`)),
       el("h3", {}, "By question type"),
       r.by_type.map((t) => el("div", {}, el("h4", {}, `${t.type} (${t.n} items)`),
-        el("table", { class: "grid" }, ...table(["metric", "value"], t.rows.map((x) => [x.metric, x.value]))))),
+        scrollBox(el("table", { class: "grid" }, ...table(["metric", "value"], t.rows.map((x) => [x.metric, x.value])))))),
       el("h3", {}, "Refusals by type"),
-      el("table", { class: "grid" }, ...table(["type", "n", "refused", "correct", "wrong", "unjudged", "error", "refusal rate [95%]"], refusals)),
+      scrollBox(el("table", { class: "grid" }, ...table(["type", "n", "refused", "correct", "wrong", "unjudged", "error",
+        "refusal rate [95%]"], refusals))),
       el("h3", {}, "Latency per node (ms)"),
-      el("table", { class: "grid" }, ...table(["node", "steps", "p50 [95%]", "p95", "tokens in", "tokens out", "cached"], latency)),
+      scrollBox(el("table", { class: "grid" }, ...table(["node", "steps", "p50 [95%]", "p95", "tokens in", "tokens out", "cached"],
+        latency))),
       el("h3", {}, `Failures: ${r.failures.length}`),
       el("div", { class: "muted" }, Object.entries(r.failure_counts).map(([k, v]) => `${k}: ${v}`).join(", ") || "none diagnosed"),
       r.failures.map(failureCase)));
@@ -67,7 +69,8 @@ function artifactView(a) {
     `${num(x.test_before)} → ${num(x.test_after)}`, x.test_verdict]);
   return el("div", { class: "artifact" },
     el("h3", {}, a.name, el("small", {}, ` ${a.optimizer || ""} · ${a.created || ""}`)),
-    el("table", { class: "grid" }, ...table(["role", "model", "dev before → after", "dev", "test before → after", "test"], roles)),
+    scrollBox(el("table", { class: "grid" }, ...table(["role", "model", "dev before → after", "dev", "test before → after", "test"],
+      roles))),
     a.prompts.map((p) => el("details", {}, el("summary", {}, `${p.predictor} (${p.role}): instructions ${p.changed ? "changed by the optimizer" : "as written"}, ${p.n_demos} demo(s)`),
       el("pre", {}, p.instructions),
       (p.demos || []).map((d, i) => el("pre", { class: "demo" }, `${i + 1}. ` + Object.entries(d).filter(([k]) => !k.startsWith("augmented"))
@@ -83,7 +86,8 @@ export async function loadEvals() {
     if (!runs.length) {
       $("runs-table").replaceChildren(el("caption", {}, `No runs under ${root}. Make some with: rag eval --config full --split test`));
     } else {
-      $("runs-table").replaceChildren(...table(["", "run", "config", "golden set", "items done / selected", "date"], runs.map((r, i) => [
+      const head = [hiddenLabel("compare"), "run", "config", "golden set", "items done / selected", "date"];
+      $("runs-table").replaceChildren(...table(head, runs.map((r, i) => [
         el("input", { type: "checkbox", value: r.name, checked: i < 4, "aria-label": `choose ${r.name}` }),
         el("button", { type: "button", class: "link", onclick: () => openRun(r.name) }, r.name),
         r.error ? el("span", { class: "error" }, r.error) : `${r.config}${r.artifact ? " + " + r.artifact : ""}`,

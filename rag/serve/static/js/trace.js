@@ -1,5 +1,5 @@
 // One trace step as the page shows it, live (ask) and in the evaluation browser (failure cases) alike.
-import { el, ms, table } from "./dom.js";
+import { el, ms, scrollBox, table } from "./dom.js";
 
 const LABEL = { route: "Route", retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", sql: "SQL", answer: "Answer",
                 critique: "Critic", refuse: "Refuse" };
@@ -8,7 +8,8 @@ const LABEL = { route: "Route", retrieve: "Retrieve", grade: "Grade", rewrite: "
 export function sqlResult(r) {
   const rows = (r.rows || []).slice(0, 20);
   return el("div", { class: "sql-result" }, el("pre", { class: "sql" }, r.sql || ""),
-    el("table", { class: "grid" }, ...table(r.columns || [], rows.map((row) => row.map((v) => (v === null ? "NULL" : String(v)))))),
+    scrollBox(el("table", { class: "grid" },
+      ...table(r.columns || [], rows.map((row) => row.map((v) => (v === null ? "NULL" : String(v))))))),
     (r.rows || []).length > rows.length || r.truncated ? el("div", { class: "muted" }, "more rows not shown") : "");
 }
 
@@ -77,7 +78,7 @@ function hitsTable(hits, ctx) {
   const head = ["#", "passage", "title", "bm25", "dense", "fused", ...(expanded ? ["with expansions", "found by"] : []),
                 ...(reranked ? ["reranked"] : []), ...(byLm ? ["LM's rank"] : []), "score"];
   return el("table", { class: "hits" },
-    el("thead", {}, el("tr", {}, head.map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, hits.map((h) => el("tr", {},
       el("td", {}, String(h.rank)), el("td", {}, chunkLink(h.chunk_id, ctx)), el("td", { class: "title" }, h.title || ""),
       el("td", {}, rank(h, "bm25")), el("td", {}, rank(h, "dense")), el("td", {}, rank(h, "rrf")),
