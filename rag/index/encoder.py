@@ -589,6 +589,9 @@ def query_encoder(manifest: dict[str, Any], runtime: str, rebuild: str, say: Cal
     label = model_label(model)
 
     def same_model() -> str | None:
+        if embedding.get("adapted") and not Path(model).is_dir():  # rag.index.adapt: nothing to export it from
+            raise IndexMismatch(f"the index was built with an encoder adapted to its corpus, {model}, which is gone "
+                                f"(a cleared SIEVE_HOME?), so its queries cannot be embedded. Rebuild it with: {rebuild}")
         sha = model_sha256(resolve_model_path(model))
         if built_sha and sha and sha != built_sha:
             raise IndexMismatch(

@@ -23,10 +23,17 @@ def describe(index: Any) -> dict[str, Any]:
         for key, value in chunk.meta.items():
             if filterable(value):
                 values.setdefault(key, Counter())[str(value)] += 1
+    embedding = m.get("embedding") or {}
+    adapted = embedding.get("adapted")
+    label = embedding.get("label") or embedding.get("model")
+    if adapted:  # rag index --adapt-encoder: the folder's path says nothing to a reader
+        label = (f"{'all-MiniLM-L6-v2' if adapted['base'] == 'default' else adapted['base']} adapted to this corpus "
+                 f"({adapted['pairs']:,} inverse-cloze pairs, {adapted['steps']} step{'' if adapted['steps'] == 1 else 's'}; "
+                 f"{adapted['folder']})")
     return {"dir": str(index.dir), "built_at": m.get("built_at"), "sieve_version": m.get("sieve_version"),
             "chunks": len(index.chunks), "sources": len({c.source for c in index.chunks}),
             "corpus": (m.get("corpus") or {}).get("source"),
-            "embedding": (m.get("embedding") or {}).get("label") or (m.get("embedding") or {}).get("model"),
+            "embedding": label,
             "fields": {k: dict(v.most_common()) for k, v in sorted(values.items())},
             "tables": (m.get("tables") or {}).get("tables", [])}
 

@@ -269,7 +269,8 @@ class Index:
             raise IndexMismatch(f"Index at {root} has format {manifest.get('format')}, this Sieve reads format {FORMAT}. "
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
         wanted = settings.embedding_model
-        if wanted != built_with:
+        adapted_from = (manifest["embedding"].get("adapted") or {}).get("base")
+        if wanted != built_with and wanted != adapted_from:  # an adapted encoder answers for its base model
             from rag.index.embeddings import resolve_model_path
 
             if resolve_model_path(wanted) != manifest["embedding"].get("path"):
@@ -318,8 +319,13 @@ def rebuild_command(root: Path, manifest: dict[str, Any], model: str | None = No
     for table in (manifest.get("tables") or {}).get("sources", []) if isinstance(manifest, dict) else []:
         if folder is None or folder not in Path(table).parents:  # found in the folder: taken again by itself
             parts.append(f"--tables {_q(table)}")
+    adapted = ((manifest.get("embedding") or {}).get("adapted") or {}) if isinstance(manifest, dict) else {}
+    if adapted and model in (None, adapted.get("folder")):
+        model = adapted.get("base")
     if model and model != "default":
         parts.append(f"--embedding-model {_q(model)}")
+    if adapted:
+        parts.append("--adapt-encoder")
     if Path(root) != default_index_dir():
         parts.append(f"--index-dir {_q(root)}")
     return " ".join(parts)
@@ -446,9 +452,23 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     from rag.index.encoder import encoder_id, index_encoder, model_sha256
 
     started = time.perf_counter()
-    model_path = resolve_model_path(settings.embedding_model)
     texts = [index_text(c) for c in chunks]
     timings: dict[str, float] = {} if tables is None else {"tables_seconds": tables[2]}
+    adapted = None
+    if settings.adapt_encoder:  # fine-tune a copy of the model on these passages first (rag.index.adapt)
+        from rag.index.adapt import adapted_encoder
+
+        if embedder is not None and not getattr(embedder, "uses_index_encoder", False):
+            raise InputError("adapt_encoder needs the build's own encoder; this embedder brings its own vectors")
+        t = time.perf_counter()
+        folder, meta = adapted_encoder(texts, settings.embedding_model, corpus=source, show_progress=show_progress,
+                                       log=(lambda m: print(m, file=sys.stderr)) if show_progress else None)
+        adapted = {"base": settings.embedding_model, "folder": str(folder), "version": meta["version"],
+                   "method": meta["method"], "pairs": meta["pairs"], "steps": meta["steps"],
+                   "train_seconds": meta["seconds"]}
+        timings["adapt_seconds"] = round(time.perf_counter() - t, 3)
+        settings = settings.replace(embedding_model=str(folder))
+    model_path = resolve_model_path(settings.embedding_model)
 
     # the encoder: ONNX Runtime over the model's export (made once per model), or sentence-transformers
     # (also for an embedder that ``uses_index_encoder``, rag.distributed.embed: the export is made here, once,
@@ -534,7 +554,8 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             "build_seconds": round(time.perf_counter() - started + timings.get("tables_seconds", 0), 3),
             "timings": timings,
             "embedding": {"model": settings.embedding_model, "label": model_label(settings.embedding_model),
-                          "path": model_path, "dim": dim, "normalized": True, "encoder": encoder_record},
+                          "path": model_path, "dim": dim, "normalized": True, "encoder": encoder_record,
+                          **({"adapted": adapted} if adapted else {})},
             "chunker": ({"prechunked": True} if source.startswith("jsonl:") else
                         {"prechunked": False, "size": settings.chunk_size, "overlap": settings.chunk_overlap}),
             "corpus": {"source": source, "fingerprint": fingerprint(chunks)},
