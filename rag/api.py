@@ -14,7 +14,7 @@ Heavy libraries (DSPy, FAISS, the models) load on first use, not on ``import rag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,8 +92,11 @@ class Agent:
         """Which prompts run: uncompiled signatures, or the compiled artifact's name."""
         return self.program.description
 
-    def __call__(self, question: str) -> Answer:
-        pred = self.program.agent(question=question)
+    def __call__(self, question: str, history: "Sequence[Any] | None" = None) -> Answer:
+        """The answer to ``question``; ``history``, the conversation's earlier turns (``{"question", "answer"}``
+        dicts or ``(question, answer)`` pairs, oldest first), makes it a follow-up: it is made standalone first
+        (the trace's ``condense`` step), and only the last ``history_turns`` turns are read."""
+        pred = self.program.agent(question=question, history=history)
         return Answer(text=pred.answer, refused=bool(pred.refused), trace=pred.trace, prediction=pred,
                       sources=[Source.from_dict(s) for s in pred.sources],
                       closest=[Source.from_dict(s) for s in pred.closest],

@@ -112,6 +112,10 @@ class Settings:
     # agent
     reflection: bool = True  # grade and rewrite; false = retrieve, then answer (the baseline)
     max_rewrites: int = 2  # rewrites of a failed query before the agent refuses (the loop's bound)
+    # follow-up questions (rag chat, the web page, rag.Agent(question, history=...)): the earlier turns the
+    # condenser reads to make a follow-up standalone, at most this many, fewer while over history_chars characters
+    history_turns: int = 3
+    history_chars: int = 2000  # at most this many characters of earlier turns (the oldest dropped first)
     # the grader sees only the first N characters of each passage (the answerer still sees them whole): a latency
     # lever for small local models; None = whole passages (benchmarks/results/subject_guard.md measures 600 on dev)
     grade_passage_chars: int | None = None
@@ -197,7 +201,7 @@ class Settings:
         if self.mode not in MODES:
             raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
         for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout",
-                     "max_file_mb", "rerank_depth", "rerank_chars"):
+                     "max_file_mb", "rerank_depth", "rerank_chars", "history_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for pair in where_pairs(self.where):  # the syntax only; the fields are checked against the index
@@ -247,6 +251,8 @@ class Settings:
                               f"{', '.join(DEMO_POSITIONS)}")
         if self.max_rewrites < 0:
             raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
+        if self.history_turns < 0:
+            raise ConfigError(f"history_turns must be >= 0 (0 = follow-ups are not condensed), got {self.history_turns}")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ConfigError(f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
         return self

@@ -2,6 +2,7 @@
 
 from signatures.answerer import Answerer
 from signatures.category import CategoryChooser
+from signatures.condenser import FollowUpCondenser
 from signatures.critic import GroundingCritic
 from signatures.expander import Expander
 from signatures.grader import Grader
@@ -16,6 +17,6 @@ from signatures.sql_writer import SQLWriter
 from signatures.unanswerable_drafter import UnanswerableDrafter
 from signatures.vague_drafter import VagueQuestionDrafter
 
-__all__ = ["Answerer", "CategoryChooser", "Expander", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "PoolLabeler",
+__all__ = ["Answerer", "CategoryChooser", "Expander", "FollowUpCondenser", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "PoolLabeler",
            "QuestionDrafter", "Reranker", "Rewriter", "SQLWriter", "SourceRouter", "UnanswerableDrafter",
            "VagueQuestionDrafter"]

@@ -248,7 +248,7 @@ def apply(program: dspy.Module | None, artifact: Artifact, judge: dspy.Module | 
                             "Recompile with: rag compile") from None
 
 
-OPTIONAL_STAGES = ("expander", "reranker", "router", "data", "critic")  # submodules an artifact compiled before they existed leaves as they are
+OPTIONAL_STAGES = ("expander", "reranker", "router", "data", "critic", "condenser")  # submodules an artifact compiled before they existed leaves as they are
 
 
 @contextlib.contextmanager

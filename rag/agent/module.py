@@ -37,6 +37,7 @@ from rag.agent.context import (
     split_citations,
     within_budget,
 )
+from rag.agent.conversation import context_query
 from rag.agent.trace import Step, Trace
 from rag.config import ANSWER_CONTEXTS
 from rag.errors import InputError
@@ -56,7 +57,8 @@ class Sieve(dspy.Module):
                  top_k: int | None = None, lms: dict[str, dspy.BaseLM] | None = None,
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
                  subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0,
-                 reranker: Any = None, router: Any = None, data: Any = None, critic: Any = None):
+                 reranker: Any = None, router: Any = None, data: Any = None, critic: Any = None,
+                 condenser: Any = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -77,31 +79,40 @@ class Sieve(dspy.Module):
         self.router = router  # the category pre-filter the retriever calls (rag.retrieval.categories), held likewise
         self.data = data  # rag.agent.dataroute.DataRoute over the index's tables; None: documents only
         self.critic = critic  # rag.agent.critique.Critic after each answer; None: no critic
+        self.condenser = condenser  # rag.agent.conversation.Condenser for follow-ups; None: history is ignored
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
 
-    def forward(self, question: str) -> dspy.Prediction:
+    def forward(self, question: str, history: Any = None) -> dspy.Prediction:
+        """``history``: earlier turns of a conversation (rag.agent.conversation.Turn, or {question, answer} dicts),
+        oldest first; with them, the question is made standalone first and the rest of the run sees that."""
         question, notes = _check_question(question)
         trace = Trace(question=question)
+        context = None
+        if history and self.condenser is not None:
+            context = context_query(question, history)  # searched beside the standalone question, first search only
+            question = self.condenser.standalone(question, history, trace, self._call)
         source = self.data.route(question, trace, self._call) if self.data is not None else "docs"
         if source == "data":
             facts = self.data.query(question, trace, self._call)
             if facts:
                 return self._answer(question, facts, trace)
-        passages, closest, reason, max_chars = self._search(question, trace, notes)
+        passages, closest, reason, max_chars = self._search(question, trace, notes, context)
         if source == "both":
             passages = [*passages, *self.data.query(question, trace, self._call, documents=passages)]
         if passages:
             return self._answer(question, passages, trace, max_chars=max_chars)
         return self._refuse(closest, trace, reason)
 
-    def _search(self, question: str, trace: Trace, notes: list[str]) -> tuple[list[Any], list[Any], str, int | None]:
+    def _search(self, question: str, trace: Trace, notes: list[str],
+                context: str | None = None) -> tuple[list[Any], list[Any], str, int | None]:
         """The documents' loop: (passages to answer from, [] to refuse; the last hits; the grader's reason; how
-        much of each passage the answerer reads)."""
+        much of each passage the answerer reads). ``context``: a follow-up's conversation as one more search text
+        for the first search."""
         query, tried = question, []
         for attempt in range(self.max_rewrites + 1):
-            hits = self._retrieve(query, trace, notes if attempt == 0 else [])
+            hits = self._retrieve(query, trace, notes if attempt == 0 else [], context if attempt == 0 else None)
             tried.append(query)
             if not self.use_reflection:
                 return hits, hits, "", None
@@ -116,10 +127,15 @@ class Sieve(dspy.Module):
         raise AssertionError("unreachable: the loop always returns")
 
     # ------------------------------------------------------------------ nodes
-    def _retrieve(self, query: str, trace: Trace, notes: list[str]) -> list[Any]:
+    def _retrieve(self, query: str, trace: Trace, notes: list[str], context: str | None = None) -> list[Any]:
         step = trace.add(Step(node="retrieve", query=query, notes=list(notes)))
         start = time.perf_counter()
         expansion = self._expand(query, step)
+        if context and context != query:  # a follow-up: the last question with it, one more list fused by RRF
+            expansion = expansion or Expansion()
+            expansion = Expansion(queries=[*expansion.queries, context], passage=expansion.passage,
+                                  calls=expansion.calls, notes=expansion.notes)
+            step.expansions = list(expansion.queries)
         with program_demos(self):
             found = self.retriever.retrieve(query, k=self.top_k, expansion=expansion)
         for stage in (found.routing, found.reranking):

@@ -14,6 +14,7 @@ from typing import Any
 import dspy
 
 from rag.agent import artifacts
+from rag.agent.conversation import Condenser
 from rag.agent.judging import AnswerJudge
 from rag.agent.module import Sieve
 from rag.config import Settings
@@ -101,7 +102,7 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
                   subject_shortcut=settings.subject_shortcut,
                   expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
                   context_tokens=settings.context_tokens, reranker=reranker, router=retriever.router, data=data,
-                  critic=critic)
+                  critic=critic, condenser=Condenser(settings.history_turns, settings.history_chars))
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

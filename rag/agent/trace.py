@@ -131,7 +131,7 @@ class Trace:
             elif s.node == "grade":
                 verdict = "RELEVANT" if s.verdict else "NOT RELEVANT"
                 lines.append(f"{head} {verdict} ids={s.chosen_ids} reason={s.reason!r}{cost}")
-            elif s.node == "rewrite":
+            elif s.node in ("rewrite", "condense"):
                 lines.append(f"{head} {s.query!r} -> {s.rewrite!r}{cost}")
             elif s.node == "route":
                 lines.append(f"{head} {s.route} reason={s.reason!r}{cost}")

@@ -69,7 +69,6 @@ def ask(
     # The index, its search libraries and the query encoder load while DSPy is imported and the LMs are made.
     retriever_load = InBackground(lambda: load_retriever(settings), name="sieve-load-retriever")
     from rag.api import open_agent
-    from rag.ingest.chunking import page_label
 
     agent = open_agent(settings, use_artifact=not no_artifact, retriever=retriever_load.result)  # waited for after DSPy loads
     if where:
@@ -91,6 +90,14 @@ def ask(
         data["artifact"] = agent.program.artifact.name if agent.program.artifact else None
         typer.echo(dump_json(data, indent=2, ensure_ascii=False))
         return
+    print_answer(pred)
+
+
+def print_answer(pred) -> None:
+    """An answer on stdout as ``rag ask`` prints it: the text, a low-confidence flag, the numbered sources (or the
+    closest passages of a refusal) with their SQL results, and the passages read but not cited."""
+    from rag.ingest.chunking import page_label
+
     typer.echo(pred.answer)
     if getattr(pred, "low_confidence", False):
         typer.echo(f"\nLow confidence: the grounding critic found a claim the evidence does not state "

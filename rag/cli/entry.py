@@ -9,7 +9,7 @@ import typer
 
 # each module registers its commands on the app; imported in the order `rag --help` lists them
 import rag.cli.cmd_demo  # noqa: F401 - rag demo (offline demo datasets)
-from rag.cli import cmd_ask, cmd_compile, cmd_eval, cmd_golden, cmd_index, cmd_models, cmd_report, cmd_serve  # noqa: F401, I001
+from rag.cli import cmd_ask, cmd_chat, cmd_compile, cmd_eval, cmd_golden, cmd_index, cmd_models, cmd_report, cmd_serve  # noqa: F401, I001
 from rag.cli.common import _ON_INTERRUPT, Interrupted, app, clean_warnings, on_interrupt
 from rag.errors import SieveError
 

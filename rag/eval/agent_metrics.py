@@ -49,10 +49,9 @@ from rag.eval.metrics import hit_at_k, hits_recall, mrr_at_k, needle_recall, tra
 from rag.eval.overlap import F1_CORRECT, token_f1
 from rag.eval.pooled import Pooled
 from rag.stats.intervals import percentile
+from rag.usage.latency import LM_NODES  # one list of the nodes that call an LM
 
 __all__ = ["LM_NODES", "f1", "grade_confusion", "intervals", "percentile", "rescore", "score_item", "step_latency", "summarize"]
-
-LM_NODES = ("route", "grade", "rewrite", "sql", "answer", "critique")
 
 
 def step_latency(step: Mapping[str, Any]) -> float:

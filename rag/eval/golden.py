@@ -42,7 +42,7 @@ from rag.ingest.jsonl import json_lines
 from rag.paths import sieve_home
 
 TYPES = ("answerable", "vague", "unanswerable")
-KNOWN = ("id", "type", "question", "reference_answer", "should_refuse", "relevant_chunk_ids", "evidence", "split")
+KNOWN = ("id", "type", "question", "reference_answer", "should_refuse", "relevant_chunk_ids", "evidence", "split", "history")
 
 
 @dataclass
@@ -56,6 +56,9 @@ class GoldenItem:
     evidence: list[str] = field(default_factory=list)
     split: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # a follow-up's conversation before it, oldest first: [{"question", "answer"}]; the agent makes the question
+    # standalone from it (rag.agent.conversation), and retrieval is scored on what that search found
+    history: list[dict[str, str]] = field(default_factory=list)
 
 
 def _check(rec: Any, where: str) -> None:
@@ -83,6 +86,11 @@ def _check(rec: Any, where: str) -> None:
             raise bad(name, f"must be a list of non-empty strings, got {value!r:.80}")
     if rec.get("split") is not None and not isinstance(rec["split"], str):
         raise bad("split", "must be a string or null")
+    history = rec.get("history")
+    if history is not None and (not isinstance(history, list) or not all(
+            isinstance(t, dict) and set(t) == {"question", "answer"} and all(isinstance(v, str) for v in t.values())
+            for t in history)):
+        raise bad("history", 'must be a list of {"question": "...", "answer": "..."} turns, oldest first')
     for name, value in rec.items():  # what pyarrow cannot parse would send datasets to its pandas fallback
         try:
             json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -121,6 +129,7 @@ def load_golden(path: str | Path) -> list[GoldenItem]:
             id=rec["id"], type=rec["type"], question=rec["question"], reference_answer=rec.get("reference_answer") or "",
             should_refuse=bool(rec.get("should_refuse", False)), relevant_chunk_ids=list(rec.get("relevant_chunk_ids") or []),
             evidence=list(rec.get("evidence") or []), split=rec.get("split"),
+            history=[dict(t) for t in rec.get("history") or []],
             meta={**(rec.get("meta") if isinstance(rec.get("meta"), dict) else {}),
                   **{k: v for k, v in rec.items() if k not in KNOWN and k != "meta"}, "line": lineno},
         ))

@@ -201,7 +201,8 @@ def run_item(item: Any, agent: Any, *, chunks: Sequence[Any], texts: Mapping[str
     gold = set(gold_chunk_ids(item, chunks))
     prediction, error, verdict = None, None, None
     try:
-        prediction = prediction_to_dict(agent(question=item.question))
+        asked = {"history": item.history} if getattr(item, "history", None) else {}  # a follow-up: its conversation
+        prediction = prediction_to_dict(agent(question=item.question, **asked))
         ledger.apply(prediction["trace"]["question"], prediction["trace"]["steps"])
     except Exception as exc:  # recorded; the item counts as wrong
         if is_fatal(exc):

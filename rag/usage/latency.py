@@ -18,7 +18,7 @@ from typing import Any
 
 from rag.ingest.jsonl import split_lines
 
-LM_NODES = ("route", "grade", "rewrite", "sql", "answer", "critique")
+LM_NODES = ("condense", "route", "grade", "rewrite", "sql", "answer", "critique")  # nodes that call an LM
 
 
 def fingerprint(question: str, step: Mapping[str, Any]) -> str:
