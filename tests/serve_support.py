@@ -5,6 +5,7 @@ role, keyed by question, so concurrent questions stay deterministic), and the ap
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,53 @@ class GatedLM(DummyLM):
 
     def copy(self, **kwargs):  # rag.usage.metering calls each predictor on a copy; DummyLM.copy sets plain engines
         return super().copy(**kwargs)._gated(self.calls)
+
+
+class SlowLoad:
+    """A model that takes ``seconds`` to load, once per process (as rag.lm.local.load_llama loads a GGUF file)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.loads, self._lock = seconds, 0, threading.Lock()
+
+    def load(self) -> None:
+        with self._lock:
+            if not self.loads:
+                time.sleep(self.seconds)
+                self.loads += 1
+
+
+class _LoadingEngine(DummyEngine):
+    def __init__(self, owner: "LoadingLM", model: SlowLoad) -> None:
+        super().__init__(owner)
+        self.model = model
+
+    def load(self) -> None:  # what rag.serve.programs.load_models calls ahead (LlamaCppEngine.load)
+        self.model.load()
+
+    def _complete_messages(self, messages):
+        self.load()  # loaded lazily, inside the first call, as LlamaCppEngine.complete does
+        return super()._complete_messages(messages)
+
+
+class LoadingLM(DummyLM):
+    """DummyLM whose engine loads ``model`` inside its first call unless ``engine.load()`` was called before."""
+
+    def __init__(self, answers: dict[str, dict[str, Any]], model: SlowLoad) -> None:
+        super().__init__(answers)
+        self.load_state = model
+        self._loading()
+
+    def _loading(self) -> "LoadingLM":
+        self._engine_spec = _LoadingEngine(self, self.load_state)
+        self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
+        return self
+
+    @property
+    def engine(self):  # as dspy.LM names its engine (DummyLM is a BaseLM, which has none)
+        return self._engine_spec
+
+    def copy(self, **kwargs):  # DummyLM.copy sets a plain engine
+        return super().copy(**kwargs)._loading()
 
 
 def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:

@@ -193,8 +193,9 @@ def test_a_full_queue_answers_503_with_a_retry_hint(index):
                 next(d for k, d in running if k == "start" and d["node"] == "grade")
                 with c.stream("GET", "/api/stream", params={"question": SLOW}) as second:
                     waiting = events(second)
-                    assert next(waiting) == ("progress", {"state": "queued", "ahead": 0, "node": None,
-                                                          "node_s": None, "total_s": pytest.approx(0, abs=1)})
+                    assert next(waiting) == ("progress", {"state": "queued", "ahead": 1, "phase": None, "detail": None,
+                                                          "phase_s": None, "node": None, "node_s": None,
+                                                          "total_s": pytest.approx(0, abs=1)})  # 1 running ahead
                     r = c.post("/api/ask", json={"question": ANSWERABLE})
                     assert r.status_code == 503 and r.headers["retry-after"] == "10"
                     assert "busy" in r.json()["error"] and "try again in 10 s" in r.json()["error"]

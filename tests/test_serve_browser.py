@@ -2,8 +2,10 @@
 step, a citation opens its passage in a dialog (Escape and its close button close it; its text is shown without
 reST/Markdown decoration), an unanswerable question is refused with its closest passages, the answer lists the
 passages read but not cited apart, the program's notes are folded away, the evaluation browser shows the fixture
-runs' metrics, a phone gets one column no wider than its screen, dark mode and light mode keep text readable, and
-untrusted document and model text never runs as script.
+runs' metrics, a phone gets one column no wider than its screen, dark mode and light mode keep text readable,
+untrusted document and model text never runs as script, Stop (or a new question) cancels the question on the server
+so the next one runs at once, a waiting question says how many are ahead, loading the model is said with its own
+time and not charged to the first step, and the answer is scrolled into view with a Copy button.
 
 Screenshots go to a temporary folder; with UPDATE_DOCS_SCREENSHOTS=1 they replace the ones in docs/ (README)."""
 
@@ -38,6 +40,8 @@ from tests.serve_support import (  # noqa: F401
     UNANSWERABLE,
     WITH_ID,
     XSS,
+    LoadingLM,
+    SlowLoad,
     gate,
     scripted_lms,
     serve,
@@ -299,3 +303,89 @@ def test_text_is_readable_in_light_and_dark_mode(browser, url, scheme):
         assert len(ratios) > 40 and any(".muted" in k or "config-info" in k for k in ratios)
         low = {k: round(v, 2) for k, v in ratios.items() if v < 4.5}
         assert not low, f"text below 4.5:1 in {scheme} mode: {low}"
+
+
+def wait_until(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def progress_starts(page, text: str) -> None:
+    page.wait_for_function(f"document.querySelector('#progress').textContent.startsWith({text!r})")
+
+
+def test_stop_cancels_the_question_on_the_server_and_the_next_one_runs_at_once(browser, url, gate):
+    """SLOW's grader waits on the gate. Another page's question waits behind it and says so; Stop aborts the request,
+    the page says Stopped, the server drops the question (the log says cancelled) and gives its slot to the waiting
+    question, which is answered while the stopped one's grader call is still under way. A new question asked over a
+    running one cancels it the same way."""
+    runner = server_runner(url)
+    gate.clear()
+    try:
+        with open_page(browser, url, strict=True) as page, open_page(browser, url, strict=True) as other:
+            assert page.locator("#stop-btn").is_hidden()
+            page.fill("#question", SLOW)
+            page.click("#ask-btn")
+            page.wait_for_selector("#timeline li.step-grade.pending")
+            assert page.locator("#stop-btn").is_visible()
+            other.fill("#question", ANSWERABLE)
+            other.click("#ask-btn")
+            progress_starts(other, "Queued: 1 ahead")
+            page.click("#stop-btn")
+            progress_starts(page, "Stopped after")
+            assert page.locator("#stop-btn").is_hidden() and page.locator("#timeline li.step-grade.stopped").count() == 1
+            other.wait_for_selector("#answer", timeout=20_000)  # the stopped question's grader still waits on the gate
+            assert not gate.is_set()
+            # the same page, a question over a running one: the old one is dropped, the new one answered at once
+            page.fill("#question", SLOW)
+            page.click("#ask-btn")
+            page.wait_for_selector("#timeline li.step-grade.pending")
+            ask(page, ANSWERABLE)
+            assert page.locator("#answer").is_visible() and not gate.is_set()
+            assert page.locator("#progress").inner_text().startswith("Done in")
+            wait_until(lambda: runner.pending() == 2)  # the two stopped questions' grader calls, still under way
+    finally:
+        gate.set()
+    wait_until(lambda: runner.pending() == 0)
+    stopped = [e for e in runner.log if e["question"] == SLOW][-2:]
+    assert [(e["state"], e["while"], e["steps"], e["stopped_before"]) for e in stopped] == \
+        [("cancelled", "running", ["retrieve", "grade"], "answer")] * 2
+
+
+def test_the_answer_is_brought_into_view_and_copy_puts_its_text_on_the_clipboard(browser, url):
+    """On a phone the answer comes below the form and the trace: the page scrolls it into view. Its Copy button puts
+    the answer's text, citations included, on the clipboard."""
+    in_view = ("(() => { const r = document.querySelector('#answer h2').getBoundingClientRect();"
+               " return r.top >= 0 && r.bottom <= innerHeight; })()")
+    with open_page(browser, url, strict=True, viewport=PHONE, permissions=["clipboard-read", "clipboard-write"]) as page:
+        ask(page, ALSO)
+        assert page.evaluate("scrollY") > 0 and page.evaluate(in_view)
+        copy = page.locator("#answer button.copy")
+        assert copy.inner_text() == "Copy" and copy.is_visible()
+        copy.click()
+        page.wait_for_function("document.querySelector('#answer button.copy').textContent === 'Copied'")
+        assert page.evaluate("navigator.clipboard.readText()") == f"pass does nothing [{PASS_ID}]."
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= PHONE["width"]
+
+
+LOAD_S = 3.0
+
+
+def test_loading_the_model_is_said_with_its_time_and_not_charged_to_the_first_step(browser, server, tmp_path_factory,
+                                                                                   gate):
+    """A server whose grader's model takes LOAD_S to load (lazily, in its first call, as the embedded engine does): the
+    page says "Loading the model" while it loads, lists the time after the models, and the grade step shows only its
+    own time."""
+    lms = scripted_lms(gate)
+    lms["grader"] = LoadingLM(lms["grader"].answers, SlowLoad(LOAD_S))
+    with serve(serve_index(tmp_path_factory), gate, lms=lms) as base, open_page(browser, base, strict=True) as page:
+        page.fill("#question", ANSWERABLE)
+        page.click("#ask-btn")
+        progress_starts(page, "Loading the model dummy…")
+        page.wait_for_selector("#answer")
+        loaded = page.locator("#loaded").inner_text()
+        assert float(re.search(r"\bmodel ([\d.]+) s", loaded).group(1)) >= LOAD_S * 0.95, loaded
+        grade = page.locator("#timeline li.step-grade .meta").inner_text()
+        assert float(re.search(r"([\d,]+) ms", grade).group(1).replace(",", "")) < LOAD_S * 1000 / 2, grade

@@ -80,7 +80,7 @@ class Step:
 class Trace:
     question: str
     steps: list[Step] = field(default_factory=list)
-    outcome: str | None = None  # "answered" | "refused"
+    outcome: str | None = None  # "answered" | "refused"; "cancelled" when rag serve stopped it (rag.serve.stream)
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)

@@ -13,8 +13,9 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
 ``MAX_BODY`` bytes. Everything the page shows of documents, questions and model output is inserted as text.
 Only the page itself and clients on this machine may use the API: ``rag.serve.guard`` refuses other hosts (421),
-other origins (403) and POST bodies that are not JSON (415). A question whose client hangs up is dropped
-(``Runner.drop``), whether it waits in the queue or runs.
+other origins (403) and POST bodies that are not JSON (415). A question whose client hangs up (the page's Stop
+aborts its request) is dropped (``Runner.drop``), whether it waits in the queue or runs: it leaves the queue, or gives
+its worker slot to the next question and stops at its next node.
 """
 
 from __future__ import annotations
@@ -121,6 +122,12 @@ def text_field(name: str, value: str) -> str:
     return value
 
 
+def connected(request: Request, loop: asyncio.AbstractEventLoop, timeout: float = 2.0) -> bool:
+    """From a worker thread: is the client of ``request`` still there? The server knows as soon as the connection
+    closes; the request itself notices only when it next looks (DISCONNECT_POLL_S, HEARTBEAT_S)."""
+    return not asyncio.run_coroutine_threadsafe(request.is_disconnected(), loop).result(timeout)
+
+
 def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[str, Any]] | None = None,
                workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1") -> FastAPI:
     """The app; ``host`` is the address ``rag serve`` listens on (``--host``): the Host names it answers for."""
@@ -179,7 +186,8 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
         if not isinstance(config, str) or not isinstance(artifact, str):
             raise BadRequest("config and artifact must be strings")
         programs.choice(config, artifact)  # InputError (400) for an unknown one, before the job queues
-        job = Job(question=question, config=config, artifact=artifact, loop=asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        job = Job(question=question, config=config, artifact=artifact, loop=loop, alive=lambda: connected(request, loop))
         runner.submit(job)
         return job
 
@@ -228,8 +236,7 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
             # One pending get() at a time, never cancelled on a heartbeat: asyncio.wait_for(queue.get()) can drop an
             # event that arrives just as it times out (Python 3.11).
             getter = None
-            try:
-                yield sse("progress", job.progress(runner.ahead(job)))
+            try:  # the first event is the job's progress as it was accepted (Runner.submit): queued, how many ahead
                 while True:
                     getter = getter or asyncio.ensure_future(job.events.get())
                     done, _ = await asyncio.wait({getter}, timeout=HEARTBEAT_S)

@@ -1,35 +1,48 @@
-"""Questions as jobs: a bounded queue, worker threads that run the agent, and the events each job emits.
+"""Questions as jobs: a bounded queue, a thread per job that runs the agent when a worker slot is free, and the
+events each job emits.
 
 A job's events, in order (each a ``(kind, data)`` pair, sent to the page as server-sent events):
 
-``program``  the program that will answer: configuration, artifact (or why none), models (``rag ask``'s first line)
+``progress`` where the job stands (``Job.progress``): first when it is accepted, then whenever the queue ahead of it
+             moves or its loading enters a new phase, and (``rag.serve.app``) every second while nothing else comes
+``program``  the program that will answer: configuration, artifact (or why none), models (``rag ask``'s first line),
+             and ``loaded``: the loading phases this job waited through, each with its time
 ``start``    a node began: ``{"index", "node"}``
 ``step``     a node finished: its ``rag.agent.trace.Step`` as a dict, plus ``index``
 ``done``     the prediction (``rag.agent.module.prediction_to_dict``) with the program description
 ``error``    ``{"message"}``: one line, as the CLI would print it
 
 Steps are seen through ``rag.agent.trace.observe``: the agent adds a step when its node starts, so when a step is added
-the one before it has finished, and the last one has finished when the agent returns. While a job waits in the
-queue, loads its program or waits for a model, ``progress`` says where it stands (``Job.progress``).
+the one before it has finished, and the last one has finished when the agent returns.
 
-The embedded model serialises its calls (one lock), so one worker is the default: questions wait their turn in a
+``progress`` carries ``state``: ``queued`` (``ahead``: the questions running or waiting before it), ``loading`` (the
+first question for a configuration builds its program; ``phase``: ``assemble`` the embedded model's file, build the
+``program`` (index, encoder), ``check`` that llama.cpp runs the model on this CPU, load the ``model``; ``phase_s``:
+how long this phase has taken so far) or ``running`` (``node`` and ``node_s``). Loading happens before the first
+node, never inside it, so its time is never charged to a step (``rag.serve.programs.load_models``).
+
+The embedded model serialises its calls (one lock), so one worker slot is the default: questions wait their turn in a
 queue of at most ``max_waiting``; past that ``submit`` raises ``QueueFull`` (HTTP 503 with Retry-After).
 
-A request whose client has gone away ``drop``s its job: a queued one leaves the queue at once (it no longer holds a
-place that others wait behind), a running one stops when its next node starts (``Abandoned``), so no further model
-call is made for it; the model call already under way finishes.
+A request whose client has gone away (Stop on the page, a new question from it, a closed page) ``drop``s its job:
+a queued one leaves the queue at once; a running one gives its worker slot back at once, so the next question
+starts, and stops when its next node starts (``Abandoned``): no further model call is made for it, while the call
+already under way finishes in the background (it still counts against the queue's capacity until then). A job
+stopped while running ends with state ``cancelled``, its trace's outcome ``"cancelled"``, an entry in
+``Runner.log`` and one line on stderr.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import threading
 import time
 import traceback
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +51,8 @@ from rag.errors import SieveError
 from rag.serve.programs import Programs
 
 RETRY_AFTER_S = 10
+LOG_SIZE = 200  # Runner.log keeps the most recent cancellations
+ENDED = ("done", "cancelled")
 
 
 class Abandoned(Exception):
@@ -58,11 +73,18 @@ class Job:
     artifact: str
     loop: asyncio.AbstractEventLoop
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
-    state: str = "queued"  # queued | loading | running | done
+    state: str = "queued"  # queued | loading | running | done | cancelled
     node: str | None = None
     node_started: float = 0.0
+    phase: str | None = None  # while loading: assemble | program | check | model
+    detail: str | None = None  # what the phase works on (the model's name)
+    phase_started: float = 0.0
+    loaded: list[dict[str, Any]] = field(default_factory=list)  # the phases waited through: phase, detail, s
     submitted: float = field(default_factory=time.monotonic)
     cancelled: bool = False
+    trace: Trace | None = None  # the agent's trace, as far as it got (its outcome "cancelled" when stopped)
+    alive: Callable[[], bool] | None = None  # is its client still there? (asked from the worker thread)
+    stopped_before: str | None = None  # the node that did not run because the job was stopped
 
     def emit(self, kind: str, data: Any) -> None:
         """Hand an event to the request that waits on this job (called from the worker thread)."""
@@ -71,81 +93,160 @@ class Job:
         except RuntimeError:  # the event loop is closed: nobody is listening any more
             self.cancelled = True
 
+    def wanted(self) -> bool:
+        """Not dropped, and its client still there as far as ``alive`` can tell (True when it cannot)."""
+        if self.cancelled:
+            return False
+        try:
+            return self.alive is None or bool(self.alive())
+        except Exception:  # noqa: BLE001 - the loop closed or did not answer in time: run it, drop() still stops it
+            return True
+
+    def enter(self, phase: str | None, detail: str | None = None) -> None:
+        """Begin a loading phase (None: loading is over); the one before it goes to ``loaded`` with its time."""
+        now = time.monotonic()
+        if self.phase is not None:
+            self.loaded.append({"phase": self.phase, "detail": self.detail, "s": round(now - self.phase_started, 2)})
+        self.phase, self.detail, self.phase_started = phase, detail, now
+
     def progress(self, ahead: int) -> dict[str, Any]:
         now = time.monotonic()
-        return {"state": self.state, "ahead": ahead, "node": self.node,
-                "node_s": round(now - self.node_started, 1) if self.node else None,
+        return {"state": self.state, "ahead": ahead,
+                "phase": self.phase, "detail": self.detail,
+                "phase_s": round(now - self.phase_started, 1) if self.phase else None,
+                "node": self.node, "node_s": round(now - self.node_started, 1) if self.node else None,
                 "total_s": round(now - self.submitted, 1)}
 
 
 class Runner:
-    """Runs jobs on ``workers`` threads; at most ``max_waiting`` wait for a free worker."""
+    """Runs jobs on their own threads, at most ``workers`` at a time; at most ``max_waiting`` more wait their turn
+    (questions that were stopped while running count against that too until their last model call returns)."""
 
     def __init__(self, programs: Programs, *, workers: int = 1, max_waiting: int = 8) -> None:
         self.programs = programs
         self.workers = workers
         self.max_waiting = max_waiting
+        self.log: deque[dict[str, Any]] = deque(maxlen=LOG_SIZE)  # cancelled jobs, the latest last
         self._waiting: deque[Job] = deque()
-        self._running = 0
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sieve-ask")
+        self._running: list[Job] = []  # holding a worker slot
+        self._draining: list[Job] = []  # dropped while running: the slot is given back, the thread ends at its next node
+        self._cond = threading.Condition()
+        self._closed = False
+        self._ids = itertools.count(1)
 
     def submit(self, job: Job) -> None:
-        with self._lock:
-            if len(self._waiting) + self._running >= self.workers + self.max_waiting:
+        with self._cond:
+            if self._closed or self._load() >= self.workers + self.max_waiting:
                 raise QueueFull(len(self._waiting))
             self._waiting.append(job)
-        self._pool.submit(self._run, job)
+            job.emit("progress", job.progress(self._ahead(job)))  # where it stands, before anything can move
+        threading.Thread(target=self._run, args=(job,), name=f"sieve-ask-{next(self._ids)}", daemon=True).start()
 
     def ahead(self, job: Job) -> int:
-        """Questions waiting before this one (0 once it runs)."""
-        with self._lock:
-            return self._waiting.index(job) if job in self._waiting else 0
+        """Questions before this one: those running and those waiting ahead of it (0 once it runs)."""
+        with self._cond:
+            return self._ahead(job)
 
     def pending(self) -> int:
-        """Questions waiting or running."""
-        with self._lock:
-            return len(self._waiting) + self._running
+        """Questions waiting or running, and stopped ones whose last model call is still under way."""
+        with self._cond:
+            return self._load()
 
     def drop(self, job: Job) -> None:
-        """Nobody waits for ``job`` any more: take it out of the queue, or stop it at its next node if it runs."""
-        job.cancelled = True
-        with self._lock:
+        """Nobody waits for ``job`` any more: take it out of the queue, or give its worker slot back and stop it at its
+        next node if it runs. A job that has ended already is left as it is."""
+        with self._cond:
+            if job.state in ENDED:
+                return
+            job.cancelled = True
             if job in self._waiting:
                 self._waiting.remove(job)
-                job.state = "done"
+                self._cancelled(job, None)
+            elif job in self._running:
+                self._running.remove(job)
+                self._draining.append(job)
+            self._moved()
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._cond:
+            self._closed = True
+            for job in list(self._waiting):
+                job.cancelled = True
+            self._waiting.clear()
+            self._cond.notify_all()
+
+    # ---------------------------------------------------------------- inside (the lock held where it says so)
+    def _load(self) -> int:
+        return len(self._waiting) + len(self._running) + len(self._draining)
+
+    def _ahead(self, job: Job) -> int:
+        return len(self._running) + self._waiting.index(job) if job in self._waiting else 0
+
+    def _moved(self) -> None:
+        """The queue moved (lock held): wake the waiting threads, and tell each waiting job where it stands now."""
+        for job in self._waiting:
+            job.emit("progress", job.progress(self._ahead(job)))
+        self._cond.notify_all()
+
+    def _turn(self, job: Job) -> bool:
+        """Wait until ``job`` is first in line and a worker slot is free; then take the slot (True), unless the job
+        was dropped, or its client turns out to have gone without its request having noticed yet (False)."""
+        while True:
+            with self._cond:
+                while job in self._waiting and not (self._waiting[0] is job and len(self._running) < self.workers):
+                    self._cond.wait()
+                if job not in self._waiting:  # dropped while it waited
+                    return False
+            # Asked outside the lock (it waits on the event loop): clients that hang up together, as a closed page's
+            # do, must not have their questions started one by one in the slot a dropped one just gave back.
+            if not job.wanted():
+                self.drop(job)
+                return False
+            with self._cond:
+                if job in self._waiting and self._waiting[0] is job and len(self._running) < self.workers:
+                    self._waiting.popleft()
+                    self._running.append(job)
+                    job.state = "loading" if not self.programs.is_built(job.config, job.artifact) else "running"
+                    self._moved()
+                    return True
 
     def _run(self, job: Job) -> None:
-        with self._lock:
-            if job not in self._waiting:  # dropped while it waited
-                return
-            self._waiting.remove(job)
-            self._running += 1
+        if not self._turn(job):
+            return
         try:
             if not job.cancelled:
                 self._answer(job)
         finally:
-            with self._lock:
-                self._running -= 1
-            job.state = "done"
+            with self._cond:
+                for place in (self._running, self._draining):
+                    if job in place:
+                        place.remove(job)
+                if job.cancelled and job.state not in ENDED:  # stopped before its first node, or after its last one
+                    self._cancelled(job, job.trace)
+                job.state = job.state if job.state in ENDED else "done"
+                self._moved()
 
     def _answer(self, job: Job) -> None:
         from rag.agent.module import prediction_to_dict
 
         try:
-            job.state = "loading" if not self.programs.is_built(job.config, job.artifact) else "running"
-            program, settings = self.programs.get(job.config, job.artifact)
+            def on_phase(phase: str, detail: str | None = None) -> None:
+                job.enter(phase, detail)
+                job.emit("progress", job.progress(0))
+
+            program, settings = self.programs.get(job.config, job.artifact, on_phase=on_phase)
+            job.enter(None)
             described = self.programs.describe(job.config, program, settings)
-            job.emit("program", described)
-            job.state = "running"
+            job.emit("program", {**described, "loaded": list(job.loaded)})
             if job.cancelled:  # its client went away while the program loaded
                 return
+            job.state = "running"
 
             def on_step(trace: Trace, step: Step) -> None:
-                if job.cancelled:
+                job.trace = trace
+                if job.cancelled:  # the node does not run: it leaves the trace, which ends "cancelled"
+                    trace.steps.pop()
+                    job.stopped_before = step.node
                     raise Abandoned()
                 if len(trace.steps) > 1:
                     job.emit("step", _step(trace, len(trace.steps) - 2))
@@ -154,16 +255,38 @@ class Runner:
 
             with observe(on_step):
                 pred = program.agent(question=job.question)
+            job.trace = pred.trace
+            if job.cancelled:  # its last node was under way: the answer goes nowhere
+                return
             job.node = None
             job.emit("step", _step(pred.trace, len(pred.trace.steps) - 1))
+            job.state = "done"  # before the event: the request drops its job when it has the answer
             job.emit("done", {**prediction_to_dict(pred), **described})
         except Abandoned:
-            return
+            with self._cond:
+                self._cancelled(job, job.trace)
         except SieveError as exc:
+            job.state = "done"
             job.emit("error", {"message": str(exc)})
         except Exception as exc:  # noqa: BLE001 - reported to the page and on stderr, never a silent stall
             traceback.print_exc(file=sys.stderr)
+            job.state = "done"
             job.emit("error", {"message": f"internal error: {type(exc).__name__}: {exc}"})
+
+    def _cancelled(self, job: Job, trace: Trace | None) -> None:
+        """Record that ``job`` was stopped (lock held): its state, its trace's outcome, the log and stderr."""
+        where = job.state  # queued, loading or running
+        job.state = "cancelled"
+        if trace is not None:
+            trace.outcome = "cancelled"
+        ran = [s.node for s in trace.steps] if trace is not None else []
+        entry = {"question": job.question, "config": job.config, "state": "cancelled", "while": where,
+                 "steps": ran, "stopped_before": job.stopped_before,
+                 "after_s": round(time.monotonic() - job.submitted, 1)}
+        self.log.append(entry)
+        before = f", before {job.stopped_before}" if job.stopped_before else ""
+        print(f"rag serve: cancelled a question while {where} ({len(ran)} step(s) done{before}, after "
+              f"{entry['after_s']} s): {job.question[:80]!r}", file=sys.stderr, flush=True)
 
 
 def _step(trace: Trace, index: int) -> dict[str, Any]:

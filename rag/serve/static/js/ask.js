@@ -37,18 +37,35 @@ function fillExamples(examples) {
       onclick: () => { $("question").value = e.question; ask(); } }, e.question)))));
 }
 
+// What the server is doing now: waiting in the queue (how many ahead), loading (each phase with its own time: the
+// model file, the program, the CPU check, the model), or running a node.
+const PHASE = {
+  assemble: (d) => `Preparing the model file${d ? ` ${d}` : ""} (assembled and verified once)`,
+  program: () => "Loading the index and building the program",
+  check: (d) => `Checking that llama.cpp runs${d ? ` ${d}` : " the model"} on this CPU (once)`,
+  model: (d) => `Loading the model${d ? ` ${d}` : ""}`,
+};
+const PHASE_SHORT = { assemble: "model file", program: "index and program", check: "CPU check", model: "model" };
+
 function progressText(p) {
-  if (p.state === "queued") return p.ahead ? `Waiting: ${p.ahead} question(s) ahead (${p.total_s} s)` : `Queued (${p.total_s} s)`;
-  if (p.state === "loading") return `Loading the program and its models… ${p.total_s} s`;
-  if (p.node) return `${p.node}: ${p.node === "retrieve" ? "searching" : "waiting for the model"}… ${p.node_s} s (total ${p.total_s} s)`;
-  return `Running… ${p.total_s} s`;
+  const total = `(total ${secs(p.total_s)})`;
+  if (p.state === "queued") return p.ahead ? `Queued: ${p.ahead} ahead… ${secs(p.total_s)}` : `Queued: next… ${secs(p.total_s)}`;
+  if (p.state === "loading") {
+    if (p.phase && PHASE[p.phase]) return `${PHASE[p.phase](p.detail)}… ${secs(p.phase_s)} ${total}`;
+    return `Waiting for the program to load… ${secs(p.total_s)}`;
+  }
+  if (p.node) return `${p.node}: ${p.node === "retrieve" ? "searching" : "waiting for the model"}… ${secs(p.node_s)} ${total}`;
+  return `Running… ${secs(p.total_s)}`;
 }
 
 function showProgram(p) {
   $("program").replaceChildren(
     el("div", {}, "Using ", el("b", {}, p.description), ` · config ${p.config} (mode ${p.settings.mode}, k=${p.settings.top_k}, `
       + `reflection ${p.settings.reflection ? "on" : "off"}, max_rewrites ${p.settings.max_rewrites})`),
-    el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")));
+    el("div", { class: "muted" }, "models: " + Object.entries(p.models).map(([r, m]) => `${r}=${m}`).join(", ")),
+    // the time the first question spent loading, phase by phase: never counted in a node's time
+    ...((p.loaded || []).length ? [el("div", { id: "loaded", class: "muted" }, "loaded first: "
+      + p.loaded.map((x) => `${PHASE_SHORT[x.phase] || x.phase} ${secs(x.s)}`).join(", "))] : []));
   // which artifacts were skipped and why: diagnostics, folded away below the answer (rag ask prints them with --verbose)
   $("notes").replaceChildren(...(p.messages.length ? [el("details", { class: "notes" },
     el("summary", {}, `Notes (${p.messages.length})`), p.messages.map((m) => el("div", {}, m)))] : []));
@@ -74,10 +91,51 @@ function showResult(d) {
     // the passages the answerer was given but did not cite, apart from the ones it cites
     const uncited = (d.uncited || []).length ? [el("h3", {}, "Also read (not cited)"),
       el("ul", { class: "uncited" }, d.uncited.map((s) => sourceItem(s, false)))] : [];
-    $("result").replaceChildren(el("div", { id: "answer", class: "result answered" }, el("h2", {}, "Answer"),
+    $("result").replaceChildren(el("div", { id: "answer", class: "result answered" },
+      el("div", { class: "result-head" }, el("h2", {}, "Answer"), copyButton(d.answer)),
       answerText(d.answer, d.citations, ctx), ...flag, el("h3", {}, "Sources"),
       el("ul", { class: "sources" }, d.sources.map((s) => sourceItem(s, true))), ...uncited, totals));
   }
+}
+
+// Copy the answer's text (with its [id] citations): the Clipboard API, or, where the page may not use it, a selected
+// textarea and the copy command. The button says whether it worked.
+function copyButton(text) {
+  const button = el("button", { type: "button", class: "copy", id: "copy-answer", title: "Copy the answer's text" }, "Copy");
+  const said = (word) => {
+    button.textContent = word;
+    setTimeout(() => { button.textContent = "Copy"; }, 2000);
+  };
+  button.addEventListener("click", async () => {
+    try {
+      if (navigator.clipboard && window.isSecureContext) await navigator.clipboard.writeText(text);
+      else if (!copyByCommand(text)) throw new Error("copy refused");
+      said("Copied");
+    } catch {
+      said(copyByCommand(text) ? "Copied" : "Copy failed");
+    }
+  });
+  return button;
+}
+
+function copyByCommand(text) {
+  const back = document.activeElement;
+  const area = el("textarea", { class: "visually-hidden", readonly: true, tabindex: "-1" });
+  area.value = text;
+  document.body.append(area);
+  area.focus();
+  area.select();
+  let ok = false;
+  try { ok = document.execCommand("copy"); } catch { ok = false; }
+  area.remove();
+  if (back && back.focus) back.focus();
+  return ok;
+}
+
+// The answer (or refusal) brought into view: below a long trace, or below the form on a phone, it would be off screen.
+function reveal() {
+  const result = $("result").firstElementChild;
+  if (result) result.scrollIntoView({ block: "nearest" });
 }
 
 // Wall time, as the person waited it (queue, loading and all), and beside it the time the agent's nodes took.
@@ -87,12 +145,36 @@ function showDone(d) {
     + `(agent ${secs(d.trace.totals.latency_ms / 1000)})`;
 }
 
+function setRunning(on) {
+  $("stop-btn").hidden = !on;
+}
+
+// Stop: abort the request. The server hears the client go and drops the question (it leaves the queue, or stops at its
+// next node and gives its place to the next question).
+export function stop() {
+  if (!running) return;
+  const controller = running;
+  running = null;
+  controller.abort();
+  setRunning(false);
+  const pending = $("timeline").querySelector("li.pending");
+  if (pending) {
+    pending.classList.add("stopped");
+    const spinner = pending.querySelector(".spinner");
+    if (spinner) spinner.replaceWith(el("span", { class: "meta" }, "stopped"));
+  }
+  $("progress").classList.add("done");
+  $("progress").textContent = `Stopped after ${secs((performance.now() - started) / 1000)}`;
+  $("question").focus();
+}
+
 export async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
   if (running) running.abort();
   const controller = new AbortController();
   running = controller;
+  setRunning(true);
   $("timeline").replaceChildren();
   $("result").replaceChildren();
   $("program").replaceChildren();
@@ -103,6 +185,7 @@ export async function ask() {
   started = performance.now();
   const params = new URLSearchParams({ question, config: $("config").value, artifact: $("artifact").value });
   const onEvent = (kind, data) => {
+    if (running !== controller) return;  // stopped, or replaced by a newer question
     if (kind === "progress") $("progress").textContent = progressText(data);
     else if (kind === "program") showProgram(data);
     else if (kind === "start") $("timeline").append(pendingStep(data.index, data.node));
@@ -110,15 +193,15 @@ export async function ask() {
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
       if (old) old.replaceWith(node); else $("timeline").append(node);
-    } else if (kind === "done") { showResult(data); showDone(data); }
-    else if (kind === "error") { show($("ask-error"), data.message); $("progress").textContent = ""; }
+    } else if (kind === "done") { showResult(data); showDone(data); setRunning(false); reveal(); }
+    else if (kind === "error") { show($("ask-error"), data.message); $("progress").textContent = ""; setRunning(false); }
   };
   try {
     await streamEvents(`/api/stream?${params}`, onEvent, controller.signal);
   } catch (e) {
-    if (e.name !== "AbortError") { show($("ask-error"), e.message); $("progress").textContent = ""; }
+    if (e.name !== "AbortError" && running === controller) { show($("ask-error"), e.message); $("progress").textContent = ""; }
   } finally {
-    if (running === controller) running = null;
+    if (running === controller) { running = null; setRunning(false); }
   }
 }
 
@@ -127,5 +210,6 @@ export function initAsk(info) {
   fillExamples(info.examples);
   $("question").maxLength = info.max_question_chars;
   $("ask-form").addEventListener("submit", (e) => { e.preventDefault(); ask(); });
+  $("stop-btn").addEventListener("click", stop);
   $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ask(); } });
 }

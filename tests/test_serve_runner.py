@@ -1,0 +1,240 @@
+"""rag serve's question runner (rag.serve.stream.Runner) on its own: the real agent over a real index with scripted
+programs (DummyLM per role; the grader of SLOW waits on a gate, which makes a slow step). A stopped question leaves
+the queue, or, running, gives its worker slot to the next question at once and stops at its next node, its trace and
+the runner's log saying "cancelled"; a waiting question hears how many are ahead of it each time the queue moves; and
+loading the program and its model are phases of their own, before the first node, never charged to it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import dspy
+import pytest
+
+from rag.agent.program import Program
+from rag.config import ROLES
+from rag.serve.programs import Programs
+from rag.serve.stream import Job, Runner
+from tests.serve_support import (  # noqa: F401
+    ANSWERABLE,
+    PASS_ID,
+    SLOW,
+    LoadingLM,
+    SlowLoad,
+    scripted_lms,
+    scripted_programs,
+    serve_index,
+)
+
+LOAD_S = 2.0  # how long the scripted model takes to load
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    return serve_index(tmp_path_factory)
+
+
+def job(question: str) -> Job:
+    return Job(question=question, config="full", artifact="auto", loop=asyncio.get_running_loop())
+
+
+async def until(j: Job, kind: str, match=lambda data: True, seen: list | None = None, timeout: float = 60) -> dict:
+    """The data of ``j``'s next event of ``kind`` that ``match``es; every event read on the way goes to ``seen``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {kind} event came; seen: {seen}"
+        k, data = await asyncio.wait_for(j.events.get(), left)
+        if seen is not None:
+            seen.append((k, data))
+        if k == kind and match(data):
+            return data
+        assert k != "error", data
+
+
+async def settle(runner: Runner, pending: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while runner.pending() != pending:
+        assert time.monotonic() < deadline, f"{runner.pending()} questions still pending, expected {pending}"
+        await asyncio.sleep(0.02)
+
+
+def test_a_stopped_question_leaves_the_queue_or_gives_its_slot_back_and_stops_at_its_next_node(index, capsys):
+    """SLOW runs (its grader waits on the gate); a second SLOW and ANSWERABLE wait. The waiting SLOW is dropped: it
+    leaves the queue. The running one is dropped: ANSWERABLE runs at once, to its answer, while the stopped one's
+    grader call is still under way; when that call returns, the stopped question ends before its answer node."""
+    gate = threading.Event()
+    lms = scripted_lms(gate)
+    runner = Runner(scripted_programs(index, lms))
+
+    async def scenario() -> None:
+        running, waiting, after = job(SLOW), job(SLOW), job(ANSWERABLE)
+        runner.submit(running)
+        await until(running, "start", lambda d: d["node"] == "grade")
+        runner.submit(waiting)
+        runner.submit(after)
+        assert (await until(waiting, "progress"))["ahead"] == 1 and (await until(after, "progress"))["ahead"] == 2
+        runner.drop(waiting)
+        assert waiting.state == "cancelled" and runner.pending() == 2
+        assert (await until(after, "progress"))["ahead"] == 1  # the queue moved up
+        runner.drop(running)  # its grader still waits on the gate
+        done = await until(after, "done", timeout=20)
+        assert done["citations"] and not gate.is_set()  # answered while the stopped one is still in its grader
+        await settle(runner, 1)  # the stopped one: its call is under way, and it holds a place in the queue till then
+        assert running.state == "running"
+        gate.set()
+        await settle(runner, 0)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.set()
+        runner.shutdown()
+    assert not any(SLOW in prompt for prompt in lms["answerer"].calls)  # no model call after the stop
+    queued, stopped = list(runner.log)
+    assert (queued["question"], queued["state"], queued["while"], queued["steps"]) == (SLOW, "cancelled", "queued", [])
+    assert (stopped["state"], stopped["while"], stopped["steps"], stopped["stopped_before"]) == \
+        ("cancelled", "running", ["retrieve", "grade"], "answer")
+    assert stopped["question"] == SLOW
+    err = capsys.readouterr().err
+    assert "rag serve: cancelled a question while running (2 step(s) done, before answer" in err
+
+
+def test_the_trace_of_a_stopped_question_ends_cancelled(index):
+    gate = threading.Event()
+    runner = Runner(scripted_programs(index, scripted_lms(gate)))
+
+    async def scenario() -> Job:
+        j = job(SLOW)
+        runner.submit(j)
+        await until(j, "start", lambda d: d["node"] == "grade")
+        runner.drop(j)
+        gate.set()
+        await settle(runner, 0)
+        return j
+
+    try:
+        j = asyncio.run(scenario())
+    finally:
+        gate.set()
+        runner.shutdown()
+    assert j.state == "cancelled" and j.trace.outcome == "cancelled"
+    assert [s.node for s in j.trace.steps] == ["retrieve", "grade"]  # the answer node never ran
+    assert j.trace.to_dict()["totals"]["outcome"] == "cancelled"
+
+
+def test_a_waiting_question_hears_how_many_are_ahead_each_time_the_queue_moves(index):
+    """SLOW holds the worker; three more wait. The last hears 3 ahead, then fewer each time one ends, without a
+    heartbeat (the Runner sends progress when the queue moves), and runs when none is left."""
+    gate = threading.Event()
+    runner = Runner(scripted_programs(index, scripted_lms(gate)))
+
+    async def scenario() -> list[int]:
+        first = job(SLOW)
+        runner.submit(first)
+        await until(first, "start", lambda d: d["node"] == "grade")
+        rest = [job(ANSWERABLE) for _ in range(3)]
+        for j in rest:
+            runner.submit(j)
+        last, seen = rest[-1], []
+        assert (await until(last, "progress", seen=seen)) == {
+            "state": "queued", "ahead": 3, "phase": None, "detail": None, "phase_s": None, "node": None,
+            "node_s": None, "total_s": pytest.approx(0, abs=1)}
+        assert runner.ahead(last) == 3
+        gate.set()
+        await until(last, "done", seen=seen)
+        await settle(runner, 0)
+        return [d["ahead"] for k, d in seen if k == "progress" and d["state"] == "queued"]
+
+    try:
+        aheads = asyncio.run(scenario())
+    finally:
+        gate.set()
+        runner.shutdown()
+    assert aheads == sorted(aheads, reverse=True), aheads  # never more ahead than before
+    assert [a for i, a in enumerate(aheads) if i == 0 or aheads[i - 1] != a][:3] == [3, 2, 1], aheads
+
+
+def _loading_programs(index, model: SlowLoad) -> Programs:
+    """The scripted programs, their grader on a model that takes LOAD_S to load, lazily, in its first call."""
+    lms = scripted_lms(threading.Event())
+    lms["grader"].gate.set()
+    lms["grader"] = LoadingLM(lms["grader"].answers, model)
+    return scripted_programs(index, lms)
+
+
+def test_loading_the_model_is_a_phase_of_its_own_never_charged_to_the_first_node(index):
+    """Called as it is, the program would load its model inside the grader's first call, and the grade step would
+    report the load as its latency. The runner loads it first, as the ``model`` phase of ``loading``, with its
+    own time, and the grade step takes only its own."""
+    cold = _loading_programs(index, SlowLoad(LOAD_S))
+    program = cold._builder(cold.settings("full"), False)
+    grade = program.agent(question=ANSWERABLE).trace.steps[1]
+    assert grade.node == "grade" and grade.latency_ms >= LOAD_S * 1000  # what the runner must avoid
+
+    model = SlowLoad(LOAD_S)
+    runner = Runner(_loading_programs(index, model))
+
+    async def scenario() -> list:
+        j, seen = job(ANSWERABLE), []
+        runner.submit(j)
+        await until(j, "done", seen=seen)
+        await settle(runner, 0)
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        runner.shutdown()
+    loading = [d for k, d in seen if k == "progress" and d["state"] == "loading"]
+    assert [d["phase"] for d in loading][:2] == ["program", "model"] and loading[1]["detail"] == "dummy"
+    program = next(d for k, d in seen if k == "program")
+    assert [x["phase"] for x in program["loaded"]] == ["program", "model"]
+    assert program["loaded"][1]["s"] >= LOAD_S * 0.95
+    kinds = [k for k, _ in seen]
+    assert kinds.index("program") < kinds.index("start")  # loaded before the first node began
+    steps = next(d for k, d in seen if k == "done")["trace"]["steps"]
+    assert [s["node"] for s in steps] == ["retrieve", "grade", "answer"]
+    assert steps[1]["latency_ms"] < LOAD_S * 1000 / 2, steps[1]["latency_ms"]
+    assert model.loads == 1
+
+
+def test_the_embedded_engine_is_checked_on_this_cpu_and_loaded_before_the_program_is_handed_out(
+        index, monkeypatch, tmp_path):
+    """For a llama.cpp engine the one-time CPU check (rag.lm.probe, a child process) and the load are phases ``check``
+    and ``model``, named after the model; the check runs once per file, the load once per program built."""
+    from rag.lm import local, probe
+
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"GGUF")
+    checks: list[tuple[Path, bool]] = []
+    monkeypatch.setattr(probe, "ensure_engine_runs", lambda path, extra_bufts=True: checks.append((path, extra_bufts)))
+    monkeypatch.setattr(local, "use_extra_bufts", lambda setting="auto": False)
+
+    class Engine(local.LlamaCppEngine):
+        loads = 0
+
+        def load(self):  # no model is loaded for real
+            Engine.loads += 1
+
+    engine = Engine(gguf)
+    lm = dspy.LM("embedded/fake", engine=engine, async_engine=local.AsyncLlamaCppEngine(engine))
+
+    def build(settings, use_artifact: bool) -> Program:
+        agent = SimpleNamespace(retriever=SimpleNamespace(index=index))
+        return Program(agent=agent, artifact=None, models={r: "embedded" for r in ROLES}, lms=dict.fromkeys(ROLES, lm))
+
+    programs = Programs(["top_k=3"], builder=build, index=index)
+    phases: list[tuple[str, str | None]] = []
+    programs.get("full", "auto", on_phase=lambda phase, detail=None: phases.append((phase, detail)))
+    assert phases == [("program", None), ("check", "embedded/fake"), ("model", "embedded/fake")]
+    assert checks == [(gguf.resolve(), False)] and Engine.loads == 1
+    phases.clear()
+    programs.get("full", "auto", on_phase=lambda phase, detail=None: phases.append((phase, detail)))
+    assert phases == []  # built and loaded: nothing to wait for
+    programs.get("full", "none", on_phase=lambda phase, detail=None: phases.append((phase, detail)))
+    assert phases == [("program", None), ("model", "embedded/fake")] and len(checks) == 1  # checked once per file
