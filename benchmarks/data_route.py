@@ -109,7 +109,32 @@ def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse
             "tokens_in": stats.tokens_in}
 
 
-def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm) -> dict:
+CORRECTIONS = {  # how the failed statement and its error are shown to the writer for its one correction
+    "sql+correct": lambda sql, error: f"{sql}\nerror: {error}",  # the agent's form (rag.agent.dataroute)
+    "sql+correct:error-only": lambda sql, error: f"A previous query failed with this error: {error}",
+    "sql+correct:differ": lambda sql, error: (f"{sql}\nerror: {error}\nThis query failed. Do not repeat it: write a "
+                                              "different query that avoids the error."),
+}
+
+
+def _correct_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm, first: dict) -> dict | None:
+    """The one correction after a first statement that the guard refused or DuckDB failed (None: nothing to correct):
+    whether it repeats the failed statement, runs, and returns the gold rows."""
+    from optimize.roles import sql_outcome
+    from rag.usage.metering import metered_call
+
+    if not first.get("error"):
+        return None
+    start = time.perf_counter()
+    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents,
+                               previous=CORRECTIONS[variant](first["sql"], first["error"]))
+    right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
+    return {"role": "correct", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
+            "sql": sql, "error": error, "right": right, "repeated": sql == first["sql"], "runs": bool(sql) and not error,
+            "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
+
+
+def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None) -> dict:
     from rag.agent.dataroute import documents_text
     from rag.eval.golden import gold_chunk_ids
     from rag.retrieval.retriever import Hit
@@ -118,6 +143,8 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
         return _route_one(variant, predict, item, schema, lm)
     gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
     hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
+    if role == "correct":
+        return _correct_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, first)
     return _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm)
 
 
@@ -148,6 +175,8 @@ def main() -> None:
     parser.add_argument("--splits", default="train,dev")
     parser.add_argument("--router", default="router,needs", help="router variants (empty: none)")
     parser.add_argument("--sql", default="", help="SQL writer variants: sql, sql+demos (empty: none)")
+    parser.add_argument("--correct", default="", help="correction variants after a failed first statement of the "
+                        "plain writer (needs --sql sql): " + ", ".join(CORRECTIONS))
     parser.add_argument("--artifact", default="ops-data-route-qwen1.5b", help="whose demos the +demos variants use")
     parser.add_argument("--records", type=Path, default=ROOT / "runs" / "data_route.jsonl")
     parser.add_argument("--out", type=Path)
@@ -173,20 +202,23 @@ def main() -> None:
         if args.records.is_file() else {}
     records = []
     jobs = [("router", v) for v in args.router.split(",") if v] + [("sql", v) for v in args.sql.split(",") if v]
+    jobs += [("correct", v) for v in args.correct.split(",") if v]
     for role, variant in jobs:
         if role == "router":
             predict = _router(variant, demos["choose"])
-        else:
+        else:  # the SQL writer, first statement or correction
             from signatures import SQLWriter
 
             predict = dspy.Predict(SQLWriter)
             predict.demos = demos["write"] if "+demos" in variant else []
         todo = items if role == "router" else [i for i in items if i.meta.get("gold_result") is not None]
+        if role == "correct":  # after the plain writer's first statement, when it failed
+            todo = [i for i in todo if (done.get(("sql", "sql", i.id)) or {}).get("error")]
         for n, item in enumerate(todo, 1):
             key = (role, variant, item.id)
             if key not in done:
                 with _layout(variant):
-                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm)
+                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)))
                 done[key] = rec
                 with args.records.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -202,6 +234,14 @@ def main() -> None:
         lines += ["## Router: routing accuracy", "", *_table(records, "router", splits), ""]
     if args.sql:
         lines += ["## SQL writer: execution accuracy (the gold rows)", "", *_table(records, "sql", splits), ""]
+    if args.correct:
+        lines += ["## The one correction, after a first statement that was refused or failed", "",
+                  "| variant | corrections | repeats the failed statement | runs | right (gold rows) |", "|---|---|---|---|---|"]
+        for v in args.correct.split(","):
+            mine = [r for r in records if r["role"] == "correct" and r["variant"] == v]
+            lines.append(f"| {v} | {len(mine)} | {sum(r['repeated'] for r in mine)} | {sum(r['runs'] for r in mine)} | "
+                         f"{sum(r['right'] for r in mine)} |")
+        lines.append("")
     emit(lines, args.out)
 
 

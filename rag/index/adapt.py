@@ -19,8 +19,8 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
