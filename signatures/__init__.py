@@ -7,6 +7,7 @@ from signatures.critic import GroundingCritic
 from signatures.expander import Expander
 from signatures.grader import Grader
 from signatures.hyde import HypotheticalPassage
+from signatures.item_reviewer import ItemReviewer
 from signatures.judge import Judge
 from signatures.pool_labeler import PoolLabeler
 from signatures.question_drafter import QuestionDrafter
@@ -17,6 +18,6 @@ from signatures.sql_writer import SQLWriter
 from signatures.unanswerable_drafter import UnanswerableDrafter
 from signatures.vague_drafter import VagueQuestionDrafter
 
-__all__ = ["Answerer", "CategoryChooser", "Expander", "FollowUpCondenser", "Grader", "GroundingCritic", "HypotheticalPassage", "Judge", "PoolLabeler",
-           "QuestionDrafter", "Reranker", "Rewriter", "SQLWriter", "SourceRouter", "UnanswerableDrafter",
-           "VagueQuestionDrafter"]
+__all__ = ["Answerer", "CategoryChooser", "Expander", "FollowUpCondenser", "Grader", "GroundingCritic", "HypotheticalPassage",
+           "ItemReviewer", "Judge", "PoolLabeler", "QuestionDrafter", "Reranker", "Rewriter", "SQLWriter", "SourceRouter",
+           "UnanswerableDrafter", "VagueQuestionDrafter"]

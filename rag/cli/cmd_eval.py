@@ -40,7 +40,8 @@ def eval_cmd(
     out: Optional[Path] = typer.Option(None, "--out", readable=False, help="Run folder (default: $SIEVE_HOME/runs/<config>-<golden hash>)."),
     no_judge: bool = typer.Option(False, "--no-judge", help="Skip the judge (answer metrics become n/a)."),
     strict_gold: bool = typer.Option(False, "--strict-gold", help="Gold chunk ids the index does not hold are an error (default: a warning)."),
-    reviewed_only: bool = typer.Option(False, "--reviewed-only", help="Score only the items accepted or edited in rag golden review."),
+    reviewed_only: bool = typer.Option(False, "--reviewed-only", help="Score only the items whose latest decision in rag golden review is accept or edit, by a human or the model (--auto)."),
+    reviewed_by: Optional[str] = typer.Option(None, "--reviewed-by", help="With --reviewed-only (implied): only the items whose accept or edit is by this reviewer: human or model."),
     artifact: Optional[str] = typer.Option(None, "--artifact", help="Evaluate this compiled artifact (name in artifacts/ or a path), even if its dev gain does not clear noise."),
     no_artifact: bool = typer.Option(False, "--no-artifact", help="Evaluate the uncompiled signatures."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -63,6 +64,7 @@ def eval_cmd(
       rag eval --retrieval-only --config deep --split dev    # a configuration's query stages, scored by Recall@k
       rag eval --config full --where category=travel --golden travel.jsonl
       rag eval --config full --golden mine.jsonl --reviewed-only --split all   # a reviewed drafted set
+      rag eval --config full --golden mine.jsonl --reviewed-by human   # a human's accepts only
     """
     clean_warnings()
     at_least(1, k=k, limit=limit, threads=threads, repeat=repeat, workers=workers)
@@ -74,6 +76,12 @@ def eval_cmd(
         raise SieveError("--workers needs --ray (workers are Ray actors); for parallel items here use --threads")
     if artifact is not None and no_artifact:
         raise SieveError("--artifact NAME runs that compiled program and --no-artifact none; give one of them")
+    if reviewed_by is not None:  # before any model or index loads
+        from rag.eval.golden import REVIEWERS
+
+        if reviewed_by not in REVIEWERS:
+            raise SieveError(f"--reviewed-by: unknown reviewer {reviewed_by!r}; give {' or '.join(REVIEWERS)}")
+        reviewed_only = True
     if quiet:
         quiet_loading()
     where_set = [f"where={';'.join(where)}"] if where else []  # the `where` setting: every search of the run
@@ -104,7 +112,8 @@ def eval_cmd(
         if gate is not None:  # checked before any scoring
             load_gate(gate, names)
         items = load_golden(golden_path(golden))
-        items = select_items(keep_reviewed(items, golden_path(golden)) if reviewed_only else items, split or "all")
+        items = select_items(keep_reviewed(items, golden_path(golden), by=reviewed_by) if reviewed_only else items,
+                             split or "all")
         items = items[:limit] if limit is not None else items
         retriever = Retriever.from_settings(settings)
         if settings.lm_stages:
@@ -141,7 +150,8 @@ def eval_cmd(
     code = run_agent_eval_cli(config, split=split or "test", limit=limit, golden=golden, index_dir=index_dir, json_out=as_json,
                               set_pairs=pairs, gate=gate, threads=threads, out=out, judge=not no_judge,
                               show_progress=not quiet, use_artifact=not no_artifact, repeat=repeat, ray=ray,
-                              workers=workers, strict_gold=strict_gold, reviewed_only=reviewed_only)
+                              workers=workers, strict_gold=strict_gold, reviewed_only=reviewed_only,
+                              reviewed_by=reviewed_by)
     raise typer.Exit(code)
 
 
@@ -150,7 +160,7 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
                        gate: Path | None = None, threads: int | None = None, out: Path | None = None,
                        judge: bool = True, show_progress: bool = True, use_artifact: bool = True,
                        repeat: int | None = None, ray: str | None = None, workers: int | None = None,
-                       strict_gold: bool = False, reviewed_only: bool = False) -> int:
+                       strict_gold: bool = False, reviewed_only: bool = False, reviewed_by: str | None = None) -> int:
     """Everything ``rag eval --config NAME`` does; returns the exit code (1 when the gate fails).
 
     ``config="list"`` prints the named configurations instead; ``repeat`` runs the evaluation that many times with
@@ -168,7 +178,7 @@ def run_agent_eval_cli(config: str, *, split: str = "test", limit: int | None = 
         load_gate(gate, agent_metric_names())
     plan = plan_eval(config, split=split, golden=golden, out=out, set_pairs=set_pairs, index_dir=index_dir,
                      judge=judge, use_artifact=use_artifact, no_cache=bool(repeat), reviewed_only=reviewed_only,
-                     log=err)
+                     reviewed_by=reviewed_by, log=err)
     if isinstance(plan, str):
         err(f"skipped: {plan}")
         if json_out:

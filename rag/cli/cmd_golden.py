@@ -1,5 +1,5 @@
-"""``rag golden``: draft an evaluation set for your own index, check it, review it by hand (rag.eval.draft,
-rag.eval.golden, rag.report.golden_checks)."""
+"""``rag golden``: draft an evaluation set for your own index, check it, review it by hand or by a model
+(rag.eval.draft, rag.eval.golden, rag.report.golden_checks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 from rag.cli.common import app, at_least, check_readable, clean_warnings, err, on_interrupt, settings_from
 from rag.errors import SieveError
 
-golden_app = typer.Typer(help="Draft an evaluation set for your own documents, check it, and review it by hand.",
+golden_app = typer.Typer(help="Draft an evaluation set for your own documents, check it, and review it by hand or by a model.",
                          no_args_is_help=True)
 app.add_typer(golden_app, name="golden")
 
@@ -68,7 +68,9 @@ def check_cmd(
     file: Path = typer.Argument(..., readable=False, help="A golden set JSONL (drafted or hand-written)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Index to count coverage against (default: the one the items were drafted from, when it is there)."),
 ) -> None:
-    """Print the checks of a golden set: counts by type and split, coverage, items without gold, pools, near-duplicates, drops.
+    """Print the checks of a golden set: counts by type and split, coverage, items without gold, pools, near-duplicates, the review, drops.
+
+    The review: decisions (accept, edit, reject) by reviewer (human or model), the share kept, and where a human decided items the model had reviewed, their agreement on those items with n.
 
     Examples:
       rag golden check mine.jsonl
@@ -86,15 +88,23 @@ def check_cmd(
 def review_cmd(
     file: Path = typer.Argument(..., readable=False, help="A golden set JSONL; each decision is written into it at once."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", readable=False, help="Index to show the passages from (default: the one the items were drafted from)."),
-    max_items: int = typer.Option(200, "--max-items", help="Most items shown in one session."),
+    max_items: int = typer.Option(200, "--max-items", help="Most items reviewed in one session (by hand or --auto)."),
+    auto: bool = typer.Option(False, "--auto", help="Review by the judge role's model instead of by hand: keep or reject each item no one has reviewed yet, with a reason."),
+    redo_auto: bool = typer.Option(False, "--redo-auto", help="With --auto (implied): also review again the items whose latest decision is the model's. A human's decision is never changed."),
+    sets: Optional[list[str]] = typer.Option(None, "--set", help="Override a setting for --auto, key=value (repeatable), e.g. judge_model=groq/qwen/qwen3-32b."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar (--auto)."),
 ) -> None:
-    """Review a golden set by hand: accept, edit, reject or skip each item not yet reviewed.
+    """Review a golden set: by hand (accept, edit, reject or skip each item no human has reviewed yet), or by a model (--auto).
 
-    Each item shows its question, type, reference answer and gold passages; reply a (accept), e (edit the question and reference answer), r (reject), s (skip) or q (quit). Every decision is written into FILE as it is made (review, reviewed_by: human), so a session can stop anywhere and the next one resumes. rag eval --golden FILE --reviewed-only then scores the accepted and edited items alone.
+    By hand, each item shows its question, type, reference answer, gold passages and, when the model reviewed it, the model's decision and reason; reply a (accept), e (edit the question and reference answer), r (reject), s (skip) or q (quit). Every decision is written into FILE as it is made (review, reviewed_by: human), so a session can stop anywhere and the next one resumes.
+
+    With --auto the judge role's model reads each item not yet reviewed, with the text of its gold and seed passages, and keeps it (review: accept) or rejects it, with a reason (review_reason); reviewed_by is the model's name. A rerun skips reviewed items, a human's decision is never overwritten, and an output with no usable decision leaves the item unreviewed with a note. rag eval --golden FILE --reviewed-only then scores the accepted and edited items alone (--reviewed-by human: a human's decisions only).
 
     Examples:
       rag golden review mine.jsonl
       rag golden review mine.jsonl --index-dir ~/docs-index --max-items 20
+      rag golden review mine.jsonl --auto --set judge_model=groq/qwen/qwen3-32b
+      rag golden review mine.jsonl --redo-auto   # the model's own decisions again, e.g. after changing judge_model
     """
     from rag.eval.golden import review_golden
 
@@ -102,14 +112,56 @@ def review_cmd(
     at_least(1, max_items=max_items)
     for path, flag in ((file, "FILE"), (index_dir, "--index-dir")):
         check_readable(path, flag)
+    auto = auto or redo_auto
+    if sets and not auto:
+        raise SieveError("--set applies to the automatic review only; add --auto, or drop --set")
     if not file.is_file():
         raise SieveError(f"no such golden file {file}; draft one with rag golden draft --out {file}")
-    by_id = {c.id: c for c in _chunks(file, index_dir) or ()}
+    chunks = _chunks(file, index_dir)
+    if auto:
+        _auto_review(file, chunks, index_dir=index_dir, sets=sets, redo=redo_auto, max_items=max_items,
+                     show_progress=not quiet)
+        return
+    by_id = {c.id: c for c in chunks or ()}
     on_interrupt(f"every decision made is saved in {file}; run the same command again to go on")
     done = review_golden(file, ask=lambda p: typer.prompt(p, default="", show_default=False), show=typer.echo,
                          passages=lambda ids: [(i, by_id[i].title, by_id[i].text) for i in ids if i in by_id],
                          max_items=max_items)
     typer.echo("decisions: " + (", ".join(f"{k} {v}" for k, v in sorted(done.items())) or "none"))
+    _print_review(file)
+
+
+def _auto_review(file: Path, chunks: Optional[list], *, index_dir: Optional[Path], sets: Optional[list[str]],
+                 redo: bool, max_items: int, show_progress: bool) -> None:
+    """``rag golden review FILE --auto``: the judge role's model reviews (rag.eval.golden.auto_review_golden)."""
+    from rag.eval.golden import auto_review_golden
+
+    if not chunks:
+        raise SieveError(f"the automatic review reads each item's passages from an index and none is at hand for {file}; "
+                         "give --index-dir (the index the items were drafted from)")
+    settings = settings_from(sets, index_dir=index_dir)
+    from rag.lm.configure import configure_dspy, lms_for_roles, resolve_specs
+
+    configure_dspy(settings)
+    model = resolve_specs(settings)["judge"]
+    err(f"reviewing on the judge role's model: {model}")
+    lm = lms_for_roles(settings)["judge"]
+    on_interrupt(f"every decision made is saved in {file}; run the same command again to go on")
+    result = auto_review_golden(file, lm=lm, model=model, chunks=chunks, redo=redo, max_items=max_items,
+                                show_progress=show_progress, log=err)
+    kept, rejected = result.decided["accept"], result.decided["reject"]
+    typer.echo(f"decisions: kept {kept}, rejected {rejected}, left unreviewed with a note {len(result.notes)} "
+               f"(a rerun tries them again); {result.reviewed_before} reviewed before; {result.calls} model calls")
+    _print_review(file)
+
+
+def _print_review(file: Path) -> None:
+    """The review of the whole file (rag.report.golden_checks.review_lines)."""
+    from rag.eval.draft import read_lines
+    from rag.report.golden_checks import review_lines, review_summary
+
+    for line in review_lines(review_summary(read_lines(file))):
+        typer.echo(line)
 
 
 def _chunks(file: Path, index_dir: Optional[Path]) -> Optional[list]:

@@ -166,11 +166,11 @@ class EvalPlan:
 def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, out: Path | None = None,
               set_pairs: list[str] | None = None, index_dir: Path | None = None, judge: bool = True,
               use_artifact: bool = True, no_cache: bool = False, reviewed_only: bool = False,
-              log: Callable[[str], None] = lambda _m: None) -> EvalPlan | str:
+              reviewed_by: str | None = None, log: Callable[[str], None] = lambda _m: None) -> EvalPlan | str:
     """Resolve ``config`` and assemble its program and items; a string instead says why the configuration is
     skipped here (its ``requires`` are not met). ``log`` receives the diagnostics (artifact, judge).
     ``reviewed_only``: only the items a reviewer accepted or edited (rag.eval.golden.keep_reviewed), in a run
-    folder of their own."""
+    folder of their own; ``reviewed_by`` (human or model): only that reviewer's accepts and edits, in another."""
     from rag.agent.program import build_program
     from rag.eval.golden import keep_reviewed, load_golden
     from rag.eval.runs import default_run_dir, golden_hash
@@ -189,7 +189,7 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
         return skipped
     golden = golden_path(golden)
     items = load_golden(golden)
-    items = select_items(keep_reviewed(items, golden) if reviewed_only else items, split)
+    items = select_items(keep_reviewed(items, golden, by=reviewed_by) if reviewed_only or reviewed_by else items, split)
     ghash = golden_hash(golden)
     configure_dspy(settings)
     program = build_program(settings, use_artifact=use_artifact)
@@ -201,7 +201,7 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
     run_config = fingerprint(settings, program.lms)
     run_config["artifact"] = program.artifact.name if program.artifact else None
     variant = base_pairs + ([f"artifact={program.artifact.name}"] if program.artifact else []) + (
-        ["reviewed_only"] if reviewed_only else [])
+        [f"reviewed_only={reviewed_by}" if reviewed_by else "reviewed_only"] if reviewed_only or reviewed_by else [])
     if judge and program.judge.compiled_from:  # recorded in run.json, and a run of its own
         run_config["judge_artifact"] = program.judge.compiled_from
         variant.append(f"judge_artifact={program.judge.compiled_from}")
