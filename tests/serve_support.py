@@ -51,6 +51,9 @@ ANSWERABLE = "What does the with statement do?"
 UNANSWERABLE = "What is the airspeed velocity of an unladen swallow?"
 XSS = "Tell me about swallows and onerror script tags"
 SLOW = "Which statement does nothing at all?"  # its grader waits for GATE (the queue test)
+# A follow-up to ANSWERABLE: the condenser (the rewriter's model) makes it STANDALONE, which is searched and answered.
+FOLLOW_UP = "And the one that does nothing?"
+STANDALONE = "What does the pass statement do?"
 WITH_ID, PASS_ID, TRICKY_ID = "statements.md#000", "statements.md#002", "tricky.md#000"
 XSS_ANSWER = 'Swallows <img src=x onerror="window.__xss = \'answer\'"><script>window.__xss = "answer"</script> [tricky.md#000]'
 
@@ -171,25 +174,32 @@ def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
         XSS: {"subject": "swallows", "relevant": True, "relevant_chunk_ids": [TRICKY_ID],
               "reason": 'it says <b>"onerror"</b> <script>x</script>'},
         SLOW: {"subject": "pass", "relevant": True, "relevant_chunk_ids": [PASS_ID], "reason": "pass does nothing"},
+        STANDALONE: {"subject": "pass statement", "relevant": True, "relevant_chunk_ids": [PASS_ID],
+                     "reason": "the passage says what pass does"},
     }, gate)
-    rewriter = DummyLM({UNANSWERABLE: {"query": "swallow airspeed velocity"}})
+    # the condenser's prompt holds the follow-up (and the conversation): FOLLOW_UP first, the conversation may hold others
+    rewriter = DummyLM({FOLLOW_UP: {"question": STANDALONE}, UNANSWERABLE: {"query": "swallow airspeed velocity"}})
     answerer = GatedLM({
         ANSWERABLE: {"cited_ids": [WITH_ID], "answer": f"It wraps a block with a context manager's methods [{WITH_ID}]."},
         XSS: {"cited_ids": [TRICKY_ID], "answer": XSS_ANSWER},
         SLOW: {"cited_ids": [PASS_ID], "answer": f"pass does nothing [{PASS_ID}]."},
+        STANDALONE: {"cited_ids": [PASS_ID], "answer": f"pass is a null operation: nothing happens [{PASS_ID}]."},
     }, gate, holds=False)
     return {"grader": grader, "rewriter": rewriter, "answerer": answerer, "judge": answerer}
 
 
 def scripted_programs(index: Any, lms: dict[str, dspy.BaseLM]) -> Programs:
-    """The named configurations, each answered by the real agent over ``index`` with the scripted LMs."""
+    """The named configurations, each answered by the real agent over ``index`` with the scripted LMs (follow-ups
+    condensed on the rewriter's, as rag.agent.program builds it)."""
+    from rag.agent.conversation import Condenser
     from rag.agent.module import Sieve
     from rag.retrieval.retriever import Retriever
 
     def build(settings, use_artifact: bool) -> Program:
         retriever = Retriever(index, mode=settings.mode, top_k=settings.top_k)
         agent = Sieve(retriever, max_rewrites=settings.max_rewrites, use_reflection=settings.reflection,
-                      top_k=settings.top_k, lms=lms)
+                      top_k=settings.top_k, lms=lms,
+                      condenser=Condenser(settings.history_turns, settings.history_chars))
         return Program(agent=agent, artifact=None, models={r: "dummy" for r in ROLES}, lms=lms,
                        messages=["scripted test program (DummyLM per role)"])
 

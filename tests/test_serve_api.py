@@ -15,19 +15,23 @@ import pytest
 from rag.agent.module import REFUSAL
 from rag.errors import InputError
 from rag.report import analysis, compare
+from rag.serve.app import MAX_HISTORY_CHARS, MAX_HISTORY_TURNS
 from rag.serve.server import bind, is_loopback
 from tests.serve_support import (  # noqa: F401
     ANSWERABLE,
     FIXTURE_RUNS,
+    FOLLOW_UP,
     PASS_ID,
     ROOT,
     SLOW,
+    STANDALONE,
     UNANSWERABLE,
     WITH_ID,
     gate,
     scripted_lms,
     serve,
     serve_index,
+    server_runner,
 )
 
 ALSO = "Which statements wrap a block or do nothing?"  # the answerer reads two passages and cites one
@@ -170,17 +174,73 @@ def test_bad_requests_get_one_clean_line(client, body, status, words):
 def test_bodies_that_are_not_json_or_too_big_are_refused(client):
     r = client.post("/api/ask", content=b"question=hi", headers={"content-type": "application/json"})
     assert r.status_code == 400 and "not JSON" in r.json()["error"]
-    r = client.post("/api/ask", json={"question": "x" * 20_000})
-    assert r.status_code == 413 and "over 16384 bytes" in r.json()["error"]
+    r = client.post("/api/ask", json={"question": "x" * 70_000})
+    assert r.status_code == 413 and "over 65536 bytes" in r.json()["error"]
 
     def chunks():  # no Content-Length: the limit still holds
-        for _ in range(40):
+        for _ in range(70):
             yield b" " * 1000
 
     r = client.post("/api/ask", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413
     r = client.get("/api/stream")
     assert r.status_code == 400 and "question" in r.json()["error"]
+
+
+FIRST_TURN = {"question": ANSWERABLE, "answer": f"It wraps a block with a context manager's methods [{WITH_ID}]."}
+
+
+def test_a_follow_up_is_condensed_from_its_history_and_the_standalone_question_is_searched(client):
+    """The history is the first turn: the condenser (the rewriter's scripted model) makes the follow-up standalone,
+    and that is what the retrieve step searched and the grader and answerer saw; the last question with the
+    follow-up is searched beside it. The server keeps nothing: the same follow-up without history is not condensed."""
+    d = client.post("/api/ask", json={"question": FOLLOW_UP, "history": [FIRST_TURN]}).json()
+    assert nodes(d) == ["condense", "retrieve", "grade", "answer"], d.get("error")
+    condense, retrieve = d["trace"]["steps"][:2]
+    assert (condense["query"], condense["rewrite"]) == (FOLLOW_UP, STANDALONE)
+    assert retrieve["query"] == STANDALONE and retrieve["expansions"] == [f"{ANSWERABLE} {FOLLOW_UP}"]
+    assert d["citations"] == [PASS_ID] and "null operation" in d["answer"]
+    with client.stream("POST", "/api/stream", json={"question": FOLLOW_UP, "history": [FIRST_TURN]}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        seen = [(k, data) for k, data in events(r) if k in ("start", "step", "done")]
+    assert [data["node"] for k, data in seen if k == "start"] == ["condense", "retrieve", "grade", "answer"]
+    assert seen[-1][0] == "done" and seen[-1][1]["trace"]["steps"][1]["query"] == STANDALONE
+    with client.stream("GET", "/api/stream", params={"question": FOLLOW_UP, "history": json.dumps([FIRST_TURN])}) as r:
+        done = [data for k, data in events(r) if k == "done"][0]
+    assert nodes(done)[:2] == ["condense", "retrieve"] and done["trace"]["steps"][1]["query"] == STANDALONE
+    alone = client.post("/api/ask", json={"question": ANSWERABLE, "history": []}).json()
+    assert nodes(alone) == ["retrieve", "grade", "answer"]
+
+
+TURN = {"question": "q", "answer": "a"}
+
+
+@pytest.mark.parametrize("history, words", [
+    ({"question": "q", "answer": "a"}, "history: got a JSON dict; send a JSON list of"),
+    ("not json", "history: not JSON"),
+    ([TURN, ["q", "a"]], "history[1]: each turn is {\"question\": str, \"answer\": str}, got list"),
+    ([{"question": "q"}], "history[0]: each turn is {\"question\": str, \"answer\": str}, got ['question']"),
+    ([{"question": "q", "answer": 3}], "history[0].answer: must be a string, got int"),
+    ([{"question": " ", "answer": "a"}], "history[0].question: empty"),
+    ([TURN] * (MAX_HISTORY_TURNS + 1), f"history: {MAX_HISTORY_TURNS + 1} turns, at most {MAX_HISTORY_TURNS}; send only "
+                                       "the last ones"),
+    ([{"question": "q", "answer": "x" * MAX_HISTORY_CHARS}],
+     f"history: {MAX_HISTORY_CHARS + 1:,} characters in its turns, at most {MAX_HISTORY_CHARS:,}; send fewer turns"),
+])
+def test_a_malformed_or_oversize_history_is_a_400_naming_the_field_before_it_queues(client, history, words):
+    for send in (lambda: client.post("/api/ask", json={"question": FOLLOW_UP, "history": history}),
+                 lambda: client.post("/api/stream", json={"question": FOLLOW_UP, "history": history}),
+                 lambda: client.get("/api/stream", params={"question": FOLLOW_UP, "history": history if isinstance(
+                     history, str) else json.dumps(history)})):
+        r = send()
+        assert r.status_code == 400 and r.json()["error"].startswith(words), r.text
+    assert server_runner(str(client.base_url).rstrip("/")).pending() == 0  # refused before it queued
+
+
+def test_a_history_turn_with_a_lone_surrogate_is_named(client):
+    body = b'{"question": "and then?", "history": [{"question": "q", "answer": "x \\udc00"}]}'
+    r = client.post("/api/ask", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"].startswith("history[0].answer: character 3 is U+DC00"), r.text
 
 
 def test_a_full_queue_answers_503_with_a_retry_hint(index):

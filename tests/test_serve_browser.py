@@ -5,7 +5,8 @@ passages read but not cited apart, the program's notes are folded away, the eval
 runs' metrics, a phone gets one column no wider than its screen, dark mode and light mode keep text readable,
 untrusted document and model text never runs as script, Stop (or a new question) cancels the question on the server
 so the next one runs at once, a waiting question says how many are ahead, loading the model is said with its own
-time and not charged to the first step, and the answer is scrolled into view with a Copy button.
+time and not charged to the first step, the answer is scrolled into view with a Copy button, and a follow-up is sent
+with the conversation kept in the browser (shown above it, kept over a reload, cleared by New conversation).
 
 Screenshots go to a temporary folder; with UPDATE_DOCS_SCREENSHOTS=1 they replace the ones in docs/ (README)."""
 
@@ -33,9 +34,11 @@ from tests.browser_support import (  # noqa: F401
 from tests.browser_support import screenshot as _screenshot
 from tests.serve_support import (  # noqa: F401
     ANSWERABLE,
+    FOLLOW_UP,
     PASS_ID,
     ROOT,
     SLOW,
+    STANDALONE,
     TRICKY_ID,
     UNANSWERABLE,
     WITH_ID,
@@ -345,6 +348,7 @@ def test_stop_cancels_the_question_on_the_server_and_the_next_one_runs_at_once(b
             ask(page, ANSWERABLE)
             assert page.locator("#answer").is_visible() and not gate.is_set()
             assert page.locator("#progress").inner_text().startswith("Done in")
+            assert [t["question"] for t in stored_turns(page)] == [ANSWERABLE]  # a stopped question is no turn
             wait_until(lambda: runner.pending() == 2)  # the two stopped questions' grader calls, still under way
     finally:
         gate.set()
@@ -389,3 +393,80 @@ def test_loading_the_model_is_said_with_its_time_and_not_charged_to_the_first_st
         assert float(re.search(r"\bmodel ([\d.]+) s", loaded).group(1)) >= LOAD_S * 0.95, loaded
         grade = page.locator("#timeline li.step-grade .meta").inner_text()
         assert float(re.search(r"([\d,]+) ms", grade).group(1).replace(",", "")) < LOAD_S * 1000 / 2, grade
+
+
+def stored_turns(page) -> list[dict]:
+    return page.evaluate("JSON.parse(sessionStorage.getItem('sieve.conversation') || '[]')")
+
+
+def turn_texts(page, part: str) -> list[str]:
+    return page.locator(f"#conversation li.turn .turn-{part}").all_inner_texts()
+
+
+def test_a_follow_up_is_asked_with_the_conversation_that_a_reload_keeps_and_new_conversation_clears(browser, url):
+    """The page keeps the conversation (in sessionStorage) and sends its last turns with the next question: the
+    follow-up's trace shows the condense step (the scripted condenser's standalone question, which is what was
+    searched), the earlier turn is shown above it, a reload keeps both turns, New conversation empties it so the next
+    question has no condense step, and a refused question is a turn too."""
+    with open_page(browser, url, strict=True) as page:
+        sent = []
+        page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/api/stream") else None)
+        assert page.locator("#follow-up").is_hidden() and page.locator("#conversation").is_hidden()
+        ask(page, ANSWERABLE)
+        assert completed_nodes(page) == ["retrieve", "grade", "answer"] and sent[-1]["history"] == []
+        assert page.locator("#follow-up-note").inner_text() == "Follow-up: asked with the last turn"
+        assert page.locator("#conversation").is_hidden()  # the one turn is the answer on the page
+
+        page.fill("#question", FOLLOW_UP)
+        page.click("#ask-btn")
+        page.wait_for_selector("#timeline li.step-condense:not(.pending)")
+        page.wait_for_selector("#answer")
+        assert sent[-1]["question"] == FOLLOW_UP and [t["question"] for t in sent[-1]["history"]] == [ANSWERABLE]
+        assert f"[{WITH_ID}]" in sent[-1]["history"][0]["answer"]
+        assert completed_nodes(page) == ["condense", "retrieve", "grade", "answer"]
+        condense = page.locator("#timeline li.step-condense")
+        assert condense.locator("q").all_inner_texts() == [FOLLOW_UP, STANDALONE]
+        assert f"{FOLLOW_UP} → {STANDALONE}" in condense.inner_text()
+        assert page.locator("#timeline li.step-retrieve q").first.inner_text() == STANDALONE  # what was searched
+        assert "null operation" in page.locator("#answer .answer-text").inner_text()
+        # the earlier turn, compact, above the follow-up and its trace
+        assert turn_texts(page, "question") == [ANSWERABLE] and "context manager" in turn_texts(page, "answer")[0]
+        assert page.locator("#conversation li.step").count() == 0
+        assert page.locator("#asked").inner_text() == f"Follow-up: {FOLLOW_UP}"
+        assert box(page, "#conversation")["y"] < box(page, "#asked")["y"] < box(page, "#timeline")["y"]
+        low = {k: round(v, 2) for k, v in contrasts(page, "#conversation *, #asked *, #follow-up *").items() if v < 4.5}
+        assert not low, low
+
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']")
+        assert turn_texts(page, "question") == [ANSWERABLE, FOLLOW_UP]
+        assert page.locator("#follow-up-note").inner_text() == "Follow-up: asked with the last 2 turns"
+        assert page.locator("#answer").count() == 0
+
+        page.click("#new-conversation")
+        assert page.locator("#conversation").is_hidden() and page.locator("#follow-up").is_hidden()
+        assert stored_turns(page) == [] and page.evaluate("document.activeElement.id") == "question"
+        ask(page, UNANSWERABLE, done="#refusal")
+        assert sent[-1]["history"] == [] and completed_nodes(page)[0] == "retrieve"
+        assert "condense" not in completed_nodes(page) and page.locator("#conversation").is_hidden()
+        assert stored_turns(page) == [{"question": UNANSWERABLE, "answer": REFUSAL, "refused": True}]
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.locator("#conversation li.turn.refused .turn-answer").inner_text() == REFUSAL
+
+
+def test_a_step_of_a_node_the_page_does_not_know_still_renders(browser, url):
+    """A newer server's node: its head and its common fields, as text; the steps around it as usual."""
+    with open_page(browser, url, strict=True) as page:
+        html = page.evaluate("""async () => {
+          const { renderStep } = await import('/static/js/trace.js');
+          const ol = document.createElement('ol');
+          ol.append(renderStep({ node: 'ponder <b>x</b>', index: 0, query: '<i>q</i>', reason: 'why', latency_ms: 5 }),
+                    renderStep({ index: 1 }),
+                    renderStep({ node: 'condense', index: 2, query: 'and it?', rewrite: 'What is it?' }));
+          document.querySelector('#timeline').append(...ol.children);
+          return document.querySelector('#timeline').innerText;
+        }""")
+        assert "ponder <b>x</b>" in html.lower() and "query: <i>q</i>" in html and "reason: why" in html
+        assert "and it? → What is it?" in html
+        assert page.locator("#timeline b, #timeline i").count() == 0

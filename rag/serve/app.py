@@ -2,8 +2,9 @@
 JSON API it uses, which scripts can use too (docs/guides/web.md).
 
     GET  /api/info                    configurations, artifacts, example questions, limits
-    POST /api/ask                     {"question", "config"?, "artifact"?} -> the prediction and its trace
-    GET  /api/stream?question=&config=&artifact=   the same, as server-sent events, one per step
+    POST /api/ask                     {"question", "config"?, "artifact"?, "history"?} -> the prediction and its trace
+    POST /api/stream                  the same body; the answer as server-sent events, one per step (the page uses it)
+    GET  /api/stream?question=&config=&artifact=&history=   the same, the history as URL-encoded JSON
     GET  /api/chunk?id=               a passage: text, title, source, part n of m of its document
     GET  /api/runs                    the eval runs found; /api/runs/{name} one run in detail
     GET  /api/metrics?run=A&run=B     the metric table across runs
@@ -11,7 +12,10 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
     GET  /api/artifacts               compiled artifacts: scores before/after, instructions and demos
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
-``MAX_BODY`` bytes. Everything the page shows of documents, questions and model output is inserted as text.
+``MAX_BODY`` bytes. ``history`` is a follow-up's conversation, its earlier turns oldest first (``[{"question",
+"answer"}]``), at most ``MAX_HISTORY_TURNS`` turns and ``MAX_HISTORY_CHARS`` characters; the agent condenses the
+follow-up from the last ``history_turns`` of them (rag.agent.conversation). The server keeps no conversation: each
+request brings its own. Everything the page shows of documents, questions and model output is inserted as text.
 Only the page itself and clients on this machine may use the API: ``rag.serve.guard`` refuses other hosts (421),
 other origins (403) and POST bodies that are not JSON (415). A question whose client hangs up (the page's Stop
 aborts its request) is dropped (``Runner.drop``), whether it waits in the queue or runs: it leaves the queue, or gives
@@ -40,7 +44,10 @@ from rag.serve.programs import AUTO, Programs
 from rag.serve.stream import Job, QueueFull, Runner, sse
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY = 16 * 1024
+MAX_BODY = 64 * 1024  # a question (4,000 characters) and a history (MAX_HISTORY_CHARS) fit, as UTF-8 JSON
+MAX_HISTORY_TURNS = 20  # a conversation sent with a follow-up; the agent reads only the last history_turns of them
+MAX_HISTORY_CHARS = 20_000  # the questions and answers of those turns, together
+HISTORY_SHAPE = 'a JSON list of {"question": str, "answer": str} turns, oldest first'
 HEARTBEAT_S = 1.0
 DISCONNECT_POLL_S = 0.25  # how often a waiting /api/ask checks that its client is still there
 SECURITY_HEADERS = {
@@ -66,7 +73,7 @@ class BodyLimit:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = error(413, f"the request body is over {self.limit} bytes; send a shorter question")
+        too_big = error(413, f"the request body is over {self.limit} bytes; send a shorter question or history")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             return await too_big(scope, receive, send)
         seen = 0
@@ -122,6 +129,44 @@ def text_field(name: str, value: str) -> str:
     return value
 
 
+def history_field(value: Any) -> list[dict[str, str]]:
+    """The ``history`` parameter as the agent takes it: ``[{"question", "answer"}]``, oldest first (``[]`` when
+    absent). A JSON string is parsed first (the GET stream's URL parameter). Anything else, a turn of another shape,
+    or one over ``MAX_HISTORY_TURNS`` turns or ``MAX_HISTORY_CHARS`` characters is a BadRequest naming the field and
+    the fix, refused before the question queues."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise BadRequest(f"history: not JSON ({exc}); send {HISTORY_SHAPE}") from None
+    if not isinstance(value, list):
+        raise BadRequest(f"history: got a JSON {type(value).__name__}; send {HISTORY_SHAPE}")
+    if len(value) > MAX_HISTORY_TURNS:
+        raise BadRequest(f"history: {len(value)} turns, at most {MAX_HISTORY_TURNS}; send only the last ones "
+                         "(the agent reads the last few, setting history_turns)")
+    turns = []
+    for i, turn in enumerate(value):
+        where = f"history[{i}]"
+        if not isinstance(turn, dict) or set(turn) != {"question", "answer"}:
+            got = sorted(turn) if isinstance(turn, dict) else type(turn).__name__
+            raise BadRequest(f"{where}: each turn is {{\"question\": str, \"answer\": str}}, got {got}; send "
+                             f"{HISTORY_SHAPE}")
+        for name in ("question", "answer"):
+            if not isinstance(turn[name], str):
+                raise BadRequest(f"{where}.{name}: must be a string, got {type(turn[name]).__name__}")
+            text_field(f"{where}.{name}", turn[name])
+        if not turn["question"].strip():
+            raise BadRequest(f"{where}.question: empty; each turn is a question asked and the answer it got")
+        turns.append({"question": turn["question"], "answer": turn["answer"]})
+    chars = sum(len(t["question"]) + len(t["answer"]) for t in turns)
+    if chars > MAX_HISTORY_CHARS:
+        raise BadRequest(f"history: {chars:,} characters in its turns, at most {MAX_HISTORY_CHARS:,}; send fewer "
+                         "turns or shorter answers (the agent reads at most history_chars of them)")
+    return turns
+
+
 def connected(request: Request, loop: asyncio.AbstractEventLoop, timeout: float = 2.0) -> bool:
     """From a worker thread: is the client of ``request`` still there? The server knows as soon as the connection
     closes; the request itself notices only when it next looks (DISCONNECT_POLL_S, HEARTBEAT_S)."""
@@ -173,9 +218,10 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     def info() -> dict[str, Any]:
         return {"configs": programs.configs(), "default_config": programs.default_config,
                 "artifacts": programs.artifacts(), "examples": examples or [], "runs_dir": str(browser.root),
-                "max_question_chars": MAX_QUESTION_CHARS, "max_waiting": max_waiting}
+                "max_question_chars": MAX_QUESTION_CHARS, "max_waiting": max_waiting,
+                "max_history_turns": MAX_HISTORY_TURNS, "max_history_chars": MAX_HISTORY_CHARS}
 
-    def job_for(request: Request, question: Any, config: Any, artifact: Any) -> Job:
+    def job_for(request: Request, question: Any, config: Any, artifact: Any, history: Any = None) -> Job:
         if not isinstance(question, str) or not question.strip():
             raise BadRequest("question: required, a non-empty string")
         text_field("question", question)
@@ -185,9 +231,11 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
         artifact = AUTO if artifact in (None, "") else artifact
         if not isinstance(config, str) or not isinstance(artifact, str):
             raise BadRequest("config and artifact must be strings")
+        turns = history_field(history)
         programs.choice(config, artifact)  # InputError (400) for an unknown one, before the job queues
         loop = asyncio.get_running_loop()
-        job = Job(question=question, config=config, artifact=artifact, loop=loop, alive=lambda: connected(request, loop))
+        job = Job(question=question, config=config, artifact=artifact, loop=loop, history=turns,
+                  alive=lambda: connected(request, loop))
         runner.submit(job)
         return job
 
@@ -199,15 +247,19 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     async def bad(request: Request, exc: BadRequest) -> JSONResponse:
         return error(400, str(exc))
 
-    @app.post("/api/ask")
-    async def ask(request: Request) -> JSONResponse:
+    async def body_job(request: Request) -> Job:
+        """The job a POST's JSON body asks for (BadRequest for a body that is not a JSON object)."""
         try:
             body = json.loads(await request.body() or b"null")
         except (ValueError, UnicodeDecodeError) as exc:
-            return error(400, f"the body is not JSON ({exc}); send {{\"question\": \"...\"}}")
+            raise BadRequest(f"the body is not JSON ({exc}); send {{\"question\": \"...\"}}") from None
         if not isinstance(body, dict):
-            return error(400, 'the body must be a JSON object, e.g. {"question": "What does pass do?"}')
-        job = job_for(request, body.get("question"), body.get("config"), body.get("artifact"))
+            raise BadRequest('the body must be a JSON object, e.g. {"question": "What does pass do?"}')
+        return job_for(request, body.get("question"), body.get("config"), body.get("artifact"), body.get("history"))
+
+    @app.post("/api/ask")
+    async def ask(request: Request) -> JSONResponse:
+        job = await body_job(request)
         getter = None  # one pending get() at a time (see stream below)
         try:
             while True:
@@ -227,11 +279,7 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
                 getter.cancel()
             runner.drop(job)
 
-    @app.get("/api/stream")
-    async def stream(request: Request, question: str = Query(...), config: str | None = None,
-                     artifact: str | None = None) -> StreamingResponse:
-        job = job_for(request, question, config, artifact)
-
+    def event_stream(job: Job) -> StreamingResponse:
         async def events():
             # One pending get() at a time, never cancelled on a heartbeat: asyncio.wait_for(queue.get()) can drop an
             # event that arrives just as it times out (Python 3.11).
@@ -254,6 +302,16 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    @app.get("/api/stream")
+    async def stream(request: Request, question: str = Query(...), config: str | None = None,
+                     artifact: str | None = None, history: str | None = None) -> StreamingResponse:
+        return event_stream(job_for(request, question, config, artifact, history))
+
+    @app.post("/api/stream")
+    async def stream_post(request: Request) -> StreamingResponse:
+        """As GET /api/stream, the parameters in a JSON body: a conversation does not have to fit in a URL."""
+        return event_stream(await body_job(request))
 
     @app.get("/api/chunk")
     def chunk(id: str = Query(..., max_length=1000)) -> dict[str, Any]:

@@ -85,6 +85,7 @@ class Job:
     trace: Trace | None = None  # the agent's trace, as far as it got (its outcome "cancelled" when stopped)
     alive: Callable[[], bool] | None = None  # is its client still there? (asked from the worker thread)
     stopped_before: str | None = None  # the node that did not run because the job was stopped
+    history: list[dict[str, str]] = field(default_factory=list)  # a follow-up's earlier turns, oldest first
 
     def emit(self, kind: str, data: Any) -> None:
         """Hand an event to the request that waits on this job (called from the worker thread)."""
@@ -254,7 +255,7 @@ class Runner:
                 job.emit("start", {"index": len(trace.steps) - 1, "node": step.node})
 
             with observe(on_step):
-                pred = program.agent(question=job.question)
+                pred = program.agent(question=job.question, history=job.history or None)
             job.trace = pred.trace
             if job.cancelled:  # its last node was under way: the answer goes nowhere
                 return

@@ -9,9 +9,12 @@ export async function getJSON(url, options) {
 }
 
 // Server-sent events over fetch (EventSource cannot show a 503's message and reconnects on its own, which
-// would ask the question again). Calls onEvent(kind, data) for each event until the stream ends.
-export async function streamEvents(url, onEvent, signal) {
-  const response = await fetch(url, { signal, headers: { accept: "text/event-stream" } });
+// would ask the question again). With a body, a POST of it as JSON (a conversation need not fit in a URL). Calls
+// onEvent(kind, data) for each event until the stream ends.
+export async function streamEvents(url, onEvent, signal, body) {
+  const response = await fetch(url, body === undefined ? { signal, headers: { accept: "text/event-stream" } }
+    : { signal, method: "POST", body: JSON.stringify(body),
+        headers: { accept: "text/event-stream", "content-type": "application/json" } });
   if (!response.ok) {
     let message = `HTTP ${response.status}`;
     try { message = (await response.json()).error || message; } catch { /* not JSON */ }

@@ -1,5 +1,7 @@
-// The ask page: question, configuration and artifact, examples; the trace streams in step by step.
+// The ask page: question, configuration and artifact, examples; the trace streams in step by step. Each question is
+// sent with the conversation's last turns (conversation.js), shown above it.
 import { streamEvents } from "./api.js";
+import * as conversation from "./conversation.js";
 import { el, show, ms, secs } from "./dom.js";
 import { openPassage } from "./passage.js";
 import { answerText, chunkLink, pendingStep, renderStep, sqlResult } from "./trace.js";
@@ -8,6 +10,7 @@ const $ = (id) => document.getElementById(id);
 const ctx = { onPassage: openPassage };
 let running = null;
 let started = 0;  // performance.now() when the question was sent: "Done in" is the wall time the person waited
+let historyLimit = 0;  // the server's bound on a history's characters (/api/info)
 
 function fillChoices(info) {
   const config = $("config");
@@ -168,6 +171,27 @@ export function stop() {
   $("question").focus();
 }
 
+// Whether the next question is a follow-up (and to how many turns), with the button that starts a new conversation.
+function showFollowUp() {
+  const sent = conversation.history(historyLimit).length;
+  $("follow-up").hidden = !sent;
+  $("follow-up-note").textContent = sent ? `Follow-up: asked with the last ${sent === 1 ? "turn" : `${sent} turns`}` : "";
+}
+
+// New conversation: the earlier turns forgotten (here and in sessionStorage), the page as for a first question.
+export function newConversation() {
+  stop();
+  conversation.clear();
+  conversation.render($("conversation"), []);
+  for (const id of ["timeline", "result", "program", "notes", "asked"]) $(id).replaceChildren();
+  $("asked").hidden = true;
+  show($("ask-error"), "");
+  $("progress").textContent = "";
+  showFollowUp();
+  $("question").value = "";
+  $("question").focus();
+}
+
 export async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
@@ -175,6 +199,10 @@ export async function ask() {
   const controller = new AbortController();
   running = controller;
   setRunning(true);
+  const history = conversation.history(historyLimit);
+  conversation.render($("conversation"), conversation.all());  // the earlier turns, above this question
+  $("asked").replaceChildren(el("span", { class: "muted" }, history.length ? "Follow-up: " : "Question: "), question);
+  $("asked").hidden = false;
   $("timeline").replaceChildren();
   $("result").replaceChildren();
   $("program").replaceChildren();
@@ -183,7 +211,7 @@ export async function ask() {
   $("progress").classList.remove("done");
   $("progress").textContent = "Sending…";
   started = performance.now();
-  const params = new URLSearchParams({ question, config: $("config").value, artifact: $("artifact").value });
+  const body = { question, config: $("config").value, artifact: $("artifact").value, history };
   const onEvent = (kind, data) => {
     if (running !== controller) return;  // stopped, or replaced by a newer question
     if (kind === "progress") $("progress").textContent = progressText(data);
@@ -193,11 +221,16 @@ export async function ask() {
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
       if (old) old.replaceWith(node); else $("timeline").append(node);
-    } else if (kind === "done") { showResult(data); showDone(data); setRunning(false); reveal(); }
+    } else if (kind === "done") {
+      // a turn of the conversation (a refusal too): shown above the next question, and sent with it
+      conversation.add(question, data.answer, data.refused);
+      showFollowUp();
+      showResult(data); showDone(data); setRunning(false); reveal();
+    }
     else if (kind === "error") { show($("ask-error"), data.message); $("progress").textContent = ""; setRunning(false); }
   };
   try {
-    await streamEvents(`/api/stream?${params}`, onEvent, controller.signal);
+    await streamEvents("/api/stream", onEvent, controller.signal, body);
   } catch (e) {
     if (e.name !== "AbortError" && running === controller) { show($("ask-error"), e.message); $("progress").textContent = ""; }
   } finally {
@@ -209,6 +242,10 @@ export function initAsk(info) {
   fillChoices(info);
   fillExamples(info.examples);
   $("question").maxLength = info.max_question_chars;
+  historyLimit = info.max_history_chars;
+  conversation.render($("conversation"), conversation.all());  // kept over a reload
+  showFollowUp();
+  $("new-conversation").addEventListener("click", newConversation);
   $("ask-form").addEventListener("submit", (e) => { e.preventDefault(); ask(); });
   $("stop-btn").addEventListener("click", stop);
   $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); ask(); } });

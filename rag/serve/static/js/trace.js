@@ -1,7 +1,7 @@
 // One trace step as the page shows it, live (ask) and in the evaluation browser (failure cases) alike.
 import { el, ms, scrollBox, table } from "./dom.js";
 
-const LABEL = { route: "Route", retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", sql: "SQL", answer: "Answer",
+const LABEL = { condense: "Condense", route: "Route", retrieve: "Retrieve", grade: "Grade", rewrite: "Rewrite", sql: "SQL", answer: "Answer",
                 critique: "Critic", refuse: "Refuse" };
 
 // A SQL result (the data route's evidence): the statement that ran and its rows, as text (never markup).
@@ -96,6 +96,9 @@ function expansions(s) {
 
 function body(s, ctx) {
   switch (s.node) {
+    case "condense":  // a follow-up made standalone from the conversation: what the rest of the run searched and answered
+      return [el("div", { class: "query" }, el("q", {}, s.query || ""), " → ",
+                 el("q", { class: "new-query" }, s.rewrite || s.query || ""))];
     case "retrieve":
       return [el("div", { class: "query" }, "query: ", el("q", {}, s.query || "")), ...expansions(s), hitsTable(s.hits, ctx)];
     case "grade":
@@ -120,14 +123,20 @@ function body(s, ctx) {
     case "refuse":
       return [el("p", { class: "answer-text" }, s.answer || ""), el("div", { class: "reason" }, "reason: ", s.reason || ""),
               el("div", {}, "closest passages (judged not relevant): ", ids(s.shown_ids, ctx))];
-    default:
-      return [];
+    default:  // a node this page does not know (a newer server): what it has of the common fields, as text
+      return [
+        ...(s.query ? [el("div", { class: "query" }, "query: ", el("q", {}, String(s.query)))] : []),
+        ...(s.rewrite ? [el("div", { class: "query" }, "→ ", el("q", {}, String(s.rewrite)))] : []),
+        ...(s.reason ? [el("div", { class: "reason" }, "reason: ", String(s.reason))] : []),
+        ...(s.answer ? [el("p", { class: "answer-text" }, String(s.answer))] : []),
+      ];
   }
 }
 
 export function renderStep(s, ctx = {}) {
-  return el("li", { class: `step step-${s.node}`, dataset: { node: s.node, index: s.index } },
-    el("div", { class: "step-head" }, el("span", { class: "node" }, LABEL[s.node] || s.node), meta(s)),
+  const node = String(s.node || "step");
+  return el("li", { class: `step step-${node.replace(/[^\w-]/g, "_")}`, dataset: { node, index: s.index } },
+    el("div", { class: "step-head" }, el("span", { class: "node" }, LABEL[node] || node), meta(s)),
     body(s, ctx),
     (s.notes || []).map((n) => el("div", { class: "note" }, "note: ", n)));
 }
