@@ -136,7 +136,7 @@ class _LoadingEngine(DummyEngine):
         super().__init__(owner)
         self.model = model
 
-    def load(self) -> None:  # what rag.serve.programs.load_models calls ahead (LlamaCppEngine.load)
+    def load(self) -> None:  # what rag.agent.program.load_models calls ahead (LlamaCppEngine.load)
         self.model.load()
 
     def _complete_messages(self, messages):

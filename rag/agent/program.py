@@ -7,6 +7,7 @@ the artifact named with ``--artifact`` holds one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,3 +120,50 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
             judge.load_compiled(judged)
     return Program(agent=agent, artifact=artifact, models=models, lms=lms, messages=messages, judge=judge,
                    artifacts_looked=use_artifact)
+
+
+OnPhase = Callable[[str, "str | None"], None]  # (phase, what it works on, e.g. the model's name)
+_CHECKED: set[tuple[str, bool]] = set()  # (model file, repack kernels) checked on this CPU by this process
+
+
+def _quiet(phase: str, detail: str | None = None) -> None:
+    pass
+
+
+def load_models(program: Program, on_phase: OnPhase = _quiet) -> None:
+    """Load now what the program's engines would load inside their first call: for an embedded (llama.cpp) engine
+    the one-time check that llama.cpp runs the file on this CPU (phase ``check``), then, for every engine that has a
+    ``load()``, the model (phase ``model``). Engines without one (hosted models, scripted ones) need nothing."""
+    seen: set[int] = set()
+    for role, lm in program.lms.items():
+        if role == "judge":  # not called to answer a question (rag eval loads it when it judges)
+            continue
+        engine = getattr(lm, "engine", None)
+        load = getattr(engine, "load", None)
+        if not callable(load) or id(engine) in seen:
+            continue
+        seen.add(id(engine))
+        name = getattr(lm, "model", None)
+        _check_cpu(engine, name, on_phase)
+        on_phase("model", name)
+        load()
+
+
+def _check_cpu(engine: Any, name: str | None, on_phase: OnPhase) -> None:
+    import importlib.util
+
+    from rag.lm import local
+
+    if not isinstance(engine, local.LlamaCppEngine):
+        return
+    path = Path(engine.model_path).expanduser().resolve()
+    if not path.is_file() or importlib.util.find_spec("llama_cpp") is None:
+        return  # load() says what is wrong, as rag ask does
+    key = (str(path), bool(local.use_extra_bufts(engine.extra_bufts)))
+    if key in _CHECKED:
+        return
+    from rag.lm import probe
+
+    on_phase("check", name)
+    probe.ensure_engine_runs(path, extra_bufts=key[1])  # what load() runs first, recorded once per build and CPU
+    _CHECKED.add(key)

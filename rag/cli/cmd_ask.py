@@ -71,6 +71,9 @@ def ask(
     from rag.api import open_agent
 
     agent = open_agent(settings, use_artifact=not no_artifact, retriever=retriever_load.result)  # waited for after DSPy loads
+    from rag.agent.program import load_models
+
+    load_models(agent.program)  # the model loads here, not inside the first node's timing (--trace)
     if where:
         from rag.retrieval.filters import parse_where
 

@@ -45,6 +45,9 @@ def chat(
     from rag.api import open_agent
 
     agent = open_agent(settings, use_artifact=not no_artifact, retriever=retriever_load.result)
+    from rag.agent.program import load_models
+
+    load_models(agent.program)  # the model loads here, not inside the first node's timing (--trace)
     interactive = sys.stdin.isatty()
     if interactive:
         err(f"Sieve chat over {agent.retriever.index.dir} ({agent.description}). "

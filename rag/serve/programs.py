@@ -20,14 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rag.agent.program import Program
+from rag.agent.program import Program, load_models
 from rag.config import Settings
 from rag.errors import InputError, NotFound
 
 AUTO, NONE = "auto", "none"
 Builder = Callable[[Settings, bool], Program]  # (settings, use_artifact) -> Program
 OnPhase = Callable[[str, "str | None"], None]  # (phase, what it works on, e.g. the model's name)
-_CHECKED: set[tuple[str, bool]] = set()  # (model file, repack kernels) checked on this CPU by this process
 
 
 def build(settings: Settings, use_artifact: bool) -> Program:
@@ -52,43 +51,6 @@ def assemble_model(settings: Settings, on_phase: OnPhase = _quiet) -> None:
 
     on_phase("assemble", settings.embedded_model)
     model_path(settings.embedded_model, show_progress=False)
-
-
-def load_models(program: Program, on_phase: OnPhase = _quiet) -> None:
-    """Load now what the program's engines would load inside their first call: for an embedded (llama.cpp) engine
-    the one-time check that llama.cpp runs the file on this CPU (phase ``check``), then, for every engine that has a
-    ``load()``, the model (phase ``model``). Engines without one (hosted models, scripted ones) need nothing."""
-    seen: set[int] = set()
-    for lm in program.lms.values():
-        engine = getattr(lm, "engine", None)
-        load = getattr(engine, "load", None)
-        if not callable(load) or id(engine) in seen:
-            continue
-        seen.add(id(engine))
-        name = getattr(lm, "model", None)
-        _check_cpu(engine, name, on_phase)
-        on_phase("model", name)
-        load()
-
-
-def _check_cpu(engine: Any, name: str | None, on_phase: OnPhase) -> None:
-    import importlib.util
-
-    from rag.lm import local
-
-    if not isinstance(engine, local.LlamaCppEngine):
-        return
-    path = Path(engine.model_path).expanduser().resolve()
-    if not path.is_file() or importlib.util.find_spec("llama_cpp") is None:
-        return  # load() says what is wrong, as rag ask does
-    key = (str(path), bool(local.use_extra_bufts(engine.extra_bufts)))
-    if key in _CHECKED:
-        return
-    from rag.lm import probe
-
-    on_phase("check", name)
-    probe.ensure_engine_runs(path, extra_bufts=key[1])  # what load() runs first, recorded once per build and CPU
-    _CHECKED.add(key)
 
 
 class Programs:

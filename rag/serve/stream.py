@@ -19,7 +19,7 @@ the one before it has finished, and the last one has finished when the agent ret
 first question for a configuration builds its program; ``phase``: ``assemble`` the embedded model's file, build the
 ``program`` (index, encoder), ``check`` that llama.cpp runs the model on this CPU, load the ``model``; ``phase_s``:
 how long this phase has taken so far) or ``running`` (``node`` and ``node_s``). Loading happens before the first
-node, never inside it, so its time is never charged to a step (``rag.serve.programs.load_models``).
+node, never inside it, so its time is never charged to a step (``rag.agent.program.load_models``).
 
 The embedded model serialises its calls (one lock), so one worker slot is the default: questions wait their turn in a
 queue of at most ``max_waiting``; past that ``submit`` raises ``QueueFull`` (HTTP 503 with Retry-After).
