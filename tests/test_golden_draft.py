@@ -1,5 +1,5 @@
-"""rag golden: a golden set drafted for any index (rag.eval.draft), its checks (rag.report.golden_checks), its review
-(rag.eval.golden.review_golden) and rag eval --reviewed-only. Real tiny index and retriever; the drafting and the
+"""rag golden: a golden set drafted for any index (rag.curate.draft), its checks (rag.report.golden_checks), its review
+(rag.curate.review.review_golden) and rag eval --reviewed-only. Real tiny index and retriever; the drafting and the
 labelling models are two scripted DummyLMs (keyed by the passage or the question each prompt holds), so which one
 answered shows in what was written."""
 
@@ -11,8 +11,7 @@ from collections import Counter
 import pytest
 from dspy.utils import DummyLM
 
-from rag.errors import InputError
-from rag.eval.draft import (
+from rag.curate.draft import (
     SAME_MODEL,
     draft_set,
     dropped_path,
@@ -23,7 +22,9 @@ from rag.eval.draft import (
     spread,
     type_counts,
 )
-from rag.eval.golden import keep_reviewed, load_golden, review_golden
+from rag.curate.review import keep_reviewed, review_golden
+from rag.errors import InputError
+from rag.eval.golden import load_golden
 from rag.eval.overlap import jaccard, near_duplicates
 from rag.ingest.chunking import Chunk
 from rag.report.golden_checks import check_lines, set_checks

@@ -1,4 +1,4 @@
-"""The automatic review pass of a golden set (rag golden review FILE --auto, rag.eval.golden.auto_review_golden), the
+"""The automatic review pass of a golden set (rag golden review FILE --auto, rag.curate.review.auto_review_golden), the
 review's report (rag.report.golden_checks.review_summary) and rag eval --reviewed-by. Real tiny index; the reviewing
 model is a scripted DummyLM keyed by the question each prompt holds, so which item got which reply shows in what was
 written."""
@@ -10,15 +10,9 @@ import json
 import pytest
 from dspy.utils import DummyLM
 
+from rag.curate.review import SAME_REVIEWER, auto_review_golden, keep_reviewed, review_golden, review_passages
 from rag.errors import InputError
-from rag.eval.golden import (
-    SAME_REVIEWER,
-    auto_review_golden,
-    keep_reviewed,
-    load_golden,
-    review_golden,
-    review_passages,
-)
+from rag.eval.golden import load_golden
 from rag.report.golden_checks import review_lines, review_summary
 from tests.catalogue_support import check, run_cli
 

@@ -19,7 +19,7 @@ LAYERS = [
     {"index", "lm", "data"},
     {"retrieval"},
     {"agent"},
-    {"eval"},
+    {"eval", "curate"},
     {"report", "distributed"},
     {"api"},
     {"serve"},

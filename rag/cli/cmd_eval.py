@@ -77,7 +77,7 @@ def eval_cmd(
     if artifact is not None and no_artifact:
         raise SieveError("--artifact NAME runs that compiled program and --no-artifact none; give one of them")
     if reviewed_by is not None:  # before any model or index loads
-        from rag.eval.golden import REVIEWERS
+        from rag.curate.review import REVIEWERS
 
         if reviewed_by not in REVIEWERS:
             raise SieveError(f"--reviewed-by: unknown reviewer {reviewed_by!r}; give {' or '.join(REVIEWERS)}")
@@ -86,8 +86,9 @@ def eval_cmd(
         quiet_loading()
     where_set = [f"where={';'.join(where)}"] if where else []  # the `where` setting: every search of the run
     if retrieval_only:
+        from rag.curate.review import keep_reviewed
         from rag.errors import InputError
-        from rag.eval.golden import keep_reviewed, load_golden
+        from rag.eval.golden import load_golden
         from rag.eval.metrics import retrieval_report
         from rag.eval.presets import check_gate, load_gate, select_items
         from rag.paths import golden_path

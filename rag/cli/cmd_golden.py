@@ -1,5 +1,5 @@
 """``rag golden``: draft an evaluation set for your own index, check it, review it by hand or by a model
-(rag.eval.draft, rag.eval.golden, rag.report.golden_checks)."""
+(rag.curate.draft, rag.curate.review, rag.report.golden_checks)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def draft_cmd(
       rag golden draft --out mine.jsonl --n 120 --types answerable=0.5,vague=0.25,unanswerable=0.25 --seed 3
       rag golden draft --out mine.jsonl --set judge_model=groq/qwen/qwen3-32b   # labels from another model
     """
-    from rag.eval.draft import draft_set, parse_types
+    from rag.curate.draft import draft_set, parse_types
 
     clean_warnings()
     at_least(1, n=n, pool=pool)
@@ -106,7 +106,7 @@ def review_cmd(
       rag golden review mine.jsonl --auto --set judge_model=groq/qwen/qwen3-32b
       rag golden review mine.jsonl --redo-auto   # the model's own decisions again, e.g. after changing judge_model
     """
-    from rag.eval.golden import review_golden
+    from rag.curate.review import review_golden
 
     clean_warnings()
     at_least(1, max_items=max_items)
@@ -133,8 +133,8 @@ def review_cmd(
 
 def _auto_review(file: Path, chunks: Optional[list], *, index_dir: Optional[Path], sets: Optional[list[str]],
                  redo: bool, max_items: int, show_progress: bool) -> None:
-    """``rag golden review FILE --auto``: the judge role's model reviews (rag.eval.golden.auto_review_golden)."""
-    from rag.eval.golden import auto_review_golden
+    """``rag golden review FILE --auto``: the judge role's model reviews (rag.curate.review.auto_review_golden)."""
+    from rag.curate.review import auto_review_golden
 
     if not chunks:
         raise SieveError(f"the automatic review reads each item's passages from an index and none is at hand for {file}; "
@@ -157,7 +157,7 @@ def _auto_review(file: Path, chunks: Optional[list], *, index_dir: Optional[Path
 
 def _print_review(file: Path) -> None:
     """The review of the whole file (rag.report.golden_checks.review_lines)."""
-    from rag.eval.draft import read_lines
+    from rag.curate.draft import read_lines
     from rag.report.golden_checks import review_lines, review_summary
 
     for line in review_lines(review_summary(read_lines(file))):
@@ -187,7 +187,7 @@ def _chunks(file: Path, index_dir: Optional[Path]) -> Optional[list]:
 
 
 def _print_checks(file: Path, chunks: Optional[list]) -> None:
-    from rag.eval.draft import dropped_path, read_lines
+    from rag.curate.draft import dropped_path, read_lines
     from rag.eval.golden import load_golden
     from rag.report.golden_checks import check_lines, set_checks
 

@@ -169,10 +169,11 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
               reviewed_by: str | None = None, log: Callable[[str], None] = lambda _m: None) -> EvalPlan | str:
     """Resolve ``config`` and assemble its program and items; a string instead says why the configuration is
     skipped here (its ``requires`` are not met). ``log`` receives the diagnostics (artifact, judge).
-    ``reviewed_only``: only the items a reviewer accepted or edited (rag.eval.golden.keep_reviewed), in a run
+    ``reviewed_only``: only the items a reviewer accepted or edited (rag.curate.review.keep_reviewed), in a run
     folder of their own; ``reviewed_by`` (human or model): only that reviewer's accepts and edits, in another."""
     from rag.agent.program import build_program
-    from rag.eval.golden import keep_reviewed, load_golden
+    from rag.curate.review import keep_reviewed
+    from rag.eval.golden import load_golden
     from rag.eval.runs import default_run_dir, golden_hash
     from rag.lm.configure import configure_dspy
     from rag.paths import golden_path

@@ -16,8 +16,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rag.curate.review import HUMAN, REVIEWS, reviewer_kind
 from rag.eval.calibrate import cohen_kappa
-from rag.eval.golden import HUMAN, REVIEWS, TYPES, GoldenItem, gold_chunk_ids, reviewer_kind
+from rag.eval.golden import TYPES, GoldenItem, gold_chunk_ids
 from rag.eval.overlap import near_duplicates
 from rag.ingest.chunking import Chunk
 
