@@ -146,12 +146,13 @@ def test_draft_labels_with_the_judge_and_drops_answered_unanswerables(tmp_path, 
     assert Counter(it.type for it in items.values()) == {"answerable": 3, "vague": 1, "unanswerable": 1}
     first_a = next(p for p in plan if p.type != "unanswerable")
     first_u, second_u = [p for p in plan if p.type == "unanswerable"]
-    # gold comes from the judge's labels: the seed where it said relevant, nothing where it did not
+    # gold comes from the judge's labels; the seed stays gold where the judge said no, flagged for review
     for p in plan:
         if p.type == "unanswerable":
             continue
         it = items[p.id]
-        assert it.relevant_chunk_ids == ([p.seed.id] if p is first_a else []), p.id
+        assert it.relevant_chunk_ids == [p.seed.id], p.id
+        assert ("seed_gold" in it.meta) == (p is not first_a), p.id
         assert it.question == QUESTIONS[p.seed.id] and it.reference_answer == f"As {p.seed.id} says."
         assert it.meta["seed_chunk_id"] == p.seed.id and it.split == p.split and not it.should_refuse
         assert it.meta["drafted_by"] == "drafter-model" and it.meta["labelled_by"] == "judge-model"
@@ -168,7 +169,8 @@ def test_draft_labels_with_the_judge_and_drops_answered_unanswerables(tmp_path, 
     checks = set_checks(list(items.values()), dropped, tiny_retriever.index.chunks)
     lines = "\n".join(check_lines(checks))
     assert "items: 5" in lines and "documents covered: 1 of 1 in the index; sections covered: 5 of 6" in lines
-    assert "items without gold: 3 (" in lines and first_a.id not in checks["without_gold"]
+    assert "items without gold: 0" in lines and first_a.id not in checks["seed_gold"]
+    assert "items whose only gold is their seed, which the labelling model did not label relevant: 3 (" in lines
     assert f"dropped: 1\n  {first_u.id} (" in lines and "near-duplicates: 0" in lines
 
 

@@ -44,6 +44,7 @@ def set_checks(items: Sequence[GoldenItem], dropped: Sequence[Mapping[str, Any]]
         "index_sections": len({(c.source, c.title) for c in chunks}) if chunks else None,
         "without_gold": [it.id for it in items
                          if it.type != "unanswerable" and not it.relevant_chunk_ids and not it.evidence],
+        "seed_gold": [it.id for it in items if it.meta.get("seed_gold")],
         "pool_sizes": sorted(len(it.meta["pool"]) for it in items if isinstance(it.meta.get("pool"), list)),
         "relevant": [len(it.relevant_chunk_ids) for it in items
                      if it.type != "unanswerable" and isinstance(it.meta.get("pool"), list)],
@@ -69,6 +70,9 @@ def check_lines(c: Mapping[str, Any]) -> list[str]:
     of = lambda key: f" of {c['index_' + key]} in the index" if c.get("index_" + key) is not None else ""
     lines.append(f"documents covered: {c['documents']}{of('documents')}; sections covered: {c['sections']}{of('sections')}")
     lines.append(f"items without gold: {len(c['without_gold'])}" + (f" ({_listed(c['without_gold'])})" if c["without_gold"] else ""))
+    if c.get("seed_gold"):
+        lines.append(f"items whose only gold is their seed, which the labelling model did not label relevant: "
+                     f"{len(c['seed_gold'])} ({_listed(c['seed_gold'])}); review them")
     pools = c["pool_sizes"]
     if pools:
         relevant = c["relevant"]
