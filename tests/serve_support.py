@@ -1,6 +1,7 @@
 """What the rag serve tests share: a small real index built the way `rag index DIR` builds it (one document of
 three sections, one whose title and text carry a script and an <img onerror>), scripted programs (DummyLM per
-role, keyed by question, so concurrent questions stay deterministic), and the app served on loopback."""
+role, keyed by question, so concurrent questions stay deterministic; like the embedded model, they pass what they
+write to a rag.lm.streaming listener when one is registered), and the app served on loopback."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dspy.utils import DummyLM
 
 from rag.agent.program import Program
 from rag.config import ROLES
+from rag.lm import streaming
 from rag.serve.app import create_app
 from rag.serve.evalview import RunBrowser
 from rag.serve.programs import Programs
@@ -55,6 +57,11 @@ SLOW = "Which statement does nothing at all?"  # its grader waits for GATE (the 
 FOLLOW_UP = "And the one that does nothing?"
 STANDALONE = "What does the pass statement do?"
 WITH_ID, PASS_ID, TRICKY_ID = "statements.md#000", "statements.md#002", "tricky.md#000"
+# Its answerer writes slowly, and stops halfway through the answer until its stream gate opens (the streaming tests).
+STREAMED = "When does the with statement call __exit__?"
+STREAMED_ANSWER = (f"The with statement calls __exit__ after the block has run, and it still calls it when the block "
+                   f"raises an exception [{WITH_ID}].")
+CHUNK_CHARS, STREAMED_PAUSE_S = 4, 0.03  # what a scripted model writes at a time; STREAMED's pause between pieces
 XSS_ANSWER = 'Swallows <img src=x onerror="window.__xss = \'answer\'"><script>window.__xss = "answer"</script> [tricky.md#000]'
 
 _INDEX: dict[str, Any] = {}
@@ -90,22 +97,46 @@ class _GatedEngine(DummyEngine):
     def __init__(self, owner: "GatedLM", gate: threading.Event) -> None:
         super().__init__(owner)
         self.gate, self.holds, self.owner_calls = gate, owner.holds, owner.calls
+        self.stream_gate = owner.stream_gate
 
     def _complete_messages(self, messages):
         prompt = str(messages[-1].get("content", ""))
         self.owner_calls.append(prompt)
         if self.holds and SLOW in prompt:
             self.gate.wait(timeout=30)
-        return super()._complete_messages(messages)
+        response = super()._complete_messages(messages)
+        listener = streaming.current()
+        if listener is not None:
+            self._write(listener, response.message.text, STREAMED in prompt and self.stream_gate is not None)
+        return response
+
+    def _write(self, listener: streaming.Listener, text: str, slow: bool) -> None:
+        """``text`` to the listener a few characters at a time, as the embedded engine passes it; ``slow`` (STREAMED, to
+        a model with a stream gate): a pause between pieces, and halfway through the answer field a wait for the gate."""
+        if listener.on_call is not None:
+            listener.on_call()
+        mark = text.find("[[ ## answer ## ]]")
+        hold_at = (mark + len(text)) // 2 if mark >= 0 else len(text) // 2
+        held = not slow
+        for at in range(0, len(text), CHUNK_CHARS):
+            if not held and at >= hold_at:
+                held = True
+                self.stream_gate.wait(timeout=30)
+            listener.on_text(text[at:at + CHUNK_CHARS])
+            if slow:
+                time.sleep(STREAMED_PAUSE_S)
 
 
 class GatedLM(DummyLM):
     """DummyLM that, for prompts containing ``SLOW``, waits until ``gate`` is set: it holds the worker busy (unless
-    ``holds`` is False). ``calls`` keeps every prompt it was sent, shared with its copies."""
+    ``holds`` is False). ``calls`` keeps every prompt it was sent, shared with its copies. With a registered
+    ``rag.lm.streaming`` listener it passes its reply to it a few characters at a time; for ``STREAMED``, slowly, and
+    halfway through the answer it waits until ``stream_gate`` is set (when one is given)."""
 
-    def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event, holds: bool = True) -> None:
+    def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event, holds: bool = True,
+                 stream_gate: threading.Event | None = None) -> None:
         super().__init__(answers)
-        self.gate, self.holds, self.calls = gate, holds, []
+        self.gate, self.holds, self.calls, self.stream_gate = gate, holds, [], stream_gate
         self._gated()
 
     def _gated(self, calls: list[str] | None = None) -> "GatedLM":
@@ -165,7 +196,7 @@ class LoadingLM(DummyLM):
         return super().copy(**kwargs)._loading()
 
 
-def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
+def scripted_lms(gate: threading.Event, stream_gate: threading.Event | None = None) -> dict[str, dspy.BaseLM]:
     no = {"subject": "swallow", "relevant": False, "relevant_chunk_ids": [], "reason": "nothing about swallows"}
     grader = GatedLM({
         ANSWERABLE: {"subject": "with statement", "relevant": True, "relevant_chunk_ids": [WITH_ID],
@@ -176,6 +207,8 @@ def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
         SLOW: {"subject": "pass", "relevant": True, "relevant_chunk_ids": [PASS_ID], "reason": "pass does nothing"},
         STANDALONE: {"subject": "pass statement", "relevant": True, "relevant_chunk_ids": [PASS_ID],
                      "reason": "the passage says what pass does"},
+        STREAMED: {"subject": "with statement", "relevant": True, "relevant_chunk_ids": [WITH_ID],
+                   "reason": "the passage says when __exit__ is called"},
     }, gate)
     # the condenser's prompt holds the follow-up (and the conversation): FOLLOW_UP first, the conversation may hold others
     rewriter = DummyLM({FOLLOW_UP: {"question": STANDALONE}, UNANSWERABLE: {"query": "swallow airspeed velocity"}})
@@ -184,7 +217,8 @@ def scripted_lms(gate: threading.Event) -> dict[str, dspy.BaseLM]:
         XSS: {"cited_ids": [TRICKY_ID], "answer": XSS_ANSWER},
         SLOW: {"cited_ids": [PASS_ID], "answer": f"pass does nothing [{PASS_ID}]."},
         STANDALONE: {"cited_ids": [PASS_ID], "answer": f"pass is a null operation: nothing happens [{PASS_ID}]."},
-    }, gate, holds=False)
+        STREAMED: {"cited_ids": [WITH_ID], "answer": STREAMED_ANSWER},
+    }, gate, holds=False, stream_gate=stream_gate)
     return {"grader": grader, "rewriter": rewriter, "answerer": answerer, "judge": answerer}
 
 

@@ -5,8 +5,9 @@ passages read but not cited apart, the program's notes are folded away, the eval
 runs' metrics, a phone gets one column no wider than its screen, dark mode and light mode keep text readable,
 untrusted document and model text never runs as script, Stop (or a new question) cancels the question on the server
 so the next one runs at once, a waiting question says how many are ahead, loading the model is said with its own
-time and not charged to the first step, the answer is scrolled into view with a Copy button, and a follow-up is sent
-with the conversation kept in the browser (shown above it, kept over a reload, cleared by New conversation).
+time and not charged to the first step, the answer is scrolled into view with a Copy button, a follow-up is sent
+with the conversation kept in the browser (shown above it, kept over a reload, cleared by New conversation), and the
+answer's text appears as the model writes it, as plain text, until the final answer with its links replaces it.
 
 Screenshots go to a temporary folder; with UPDATE_DOCS_SCREENSHOTS=1 they replace the ones in docs/ (README)."""
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +41,8 @@ from tests.serve_support import (  # noqa: F401
     ROOT,
     SLOW,
     STANDALONE,
+    STREAMED,
+    STREAMED_ANSWER,
     TRICKY_ID,
     UNANSWERABLE,
     WITH_ID,
@@ -72,8 +76,16 @@ Context managers
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, gate):
-    with serve(serve_index(tmp_path_factory), gate, lms=with_uncited(scripted_lms(gate))) as base:
+def stream_gate():
+    """STREAMED's answerer stops halfway through its answer until this is set; open unless a test closes it."""
+    event = threading.Event()
+    event.set()
+    return event
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, gate, stream_gate):
+    with serve(serve_index(tmp_path_factory), gate, lms=with_uncited(scripted_lms(gate, stream_gate))) as base:
         # one question first: the first call through DSPy imports and warms up what every later one reuses
         assert httpx.post(base + "/api/ask", json={"question": ANSWERABLE}, timeout=600).status_code == 200
         yield base
@@ -470,3 +482,30 @@ def test_a_step_of_a_node_the_page_does_not_know_still_renders(browser, url):
         assert "ponder <b>x</b>" in html.lower() and "query: <i>q</i>" in html and "reason: why" in html
         assert "and it? → What is it?" in html
         assert page.locator("#timeline b, #timeline i").count() == 0
+
+
+def test_the_answer_appears_as_the_model_writes_it_and_the_final_answer_replaces_it(browser, url, stream_gate):
+    """STREAMED's answerer writes a few characters at a time and stops halfway through its answer until the stream gate
+    opens. Meanwhile the page shows the answer so far where the answer goes, as plain text (no element inside it, no
+    citation link yet), the answer step and the progress line say the model is writing; then the final answer, its
+    citation a link, replaces it."""
+    draft_text = "(document.querySelector('#answer-draft .answer-text') || {}).textContent || ''"
+    with open_page(browser, url, strict=True) as page:
+        stream_gate.clear()
+        try:
+            page.fill("#question", STREAMED)
+            page.click("#ask-btn")
+            page.wait_for_function(f"({draft_text}).length > 20")
+            page.wait_for_function("document.querySelector('#progress').textContent.includes('answer: writing')")
+            draft = page.evaluate(draft_text)
+            assert STREAMED_ANSWER.startswith(draft) and len(draft) < len(STREAMED_ANSWER), draft
+            assert page.locator("#answer").count() == 0 and page.locator("#answer-draft .answer-text *").count() == 0
+            assert page.locator("#timeline li.step-answer.pending .spinner").inner_text() == "writing…"
+            assert page.locator("#answer-draft").get_attribute("aria-busy") == "true"
+        finally:
+            stream_gate.set()
+        page.wait_for_selector("#answer")
+        assert page.locator("#answer-draft").count() == 0
+        assert page.locator("#answer .answer-text").text_content() == STREAMED_ANSWER
+        assert page.locator(f"#answer .answer-text button.chunk[data-chunk='{WITH_ID}']").count() == 1
+        assert completed_nodes(page) == ["retrieve", "grade", "answer"]

@@ -1,8 +1,10 @@
 """rag serve's question runner (rag.serve.stream.Runner) on its own: the real agent over a real index with scripted
 programs (DummyLM per role; the grader of SLOW waits on a gate, which makes a slow step). A stopped question leaves
 the queue, or, running, gives its worker slot to the next question at once and stops at its next node, its trace and
-the runner's log saying "cancelled"; a waiting question hears how many are ahead of it each time the queue moves; and
-loading the program and its model are phases of their own, before the first node, never charged to it."""
+the runner's log saying "cancelled"; a waiting question hears how many are ahead of it each time the queue moves;
+loading the program and its model are phases of their own, before the first node, never charged to it; and the
+answer node's text arrives as token events while its model writes it (the scripted models write through the
+rag.lm.streaming listener the runner registers, as the embedded model does)."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import pytest
 from rag.agent.program import Program
 from rag.config import ROLES
 from rag.serve.programs import Programs
-from rag.serve.stream import Job, Runner
+from rag.serve.stream import AnswerStream, Job, Runner
 from tests.serve_support import (  # noqa: F401
     ANSWERABLE,
     PASS_ID,
     SLOW,
+    STREAMED,
+    STREAMED_ANSWER,
     LoadingLM,
     SlowLoad,
     scripted_lms,
@@ -238,3 +242,78 @@ def test_the_embedded_engine_is_checked_on_this_cpu_and_loaded_before_the_progra
     assert phases == []  # built and loaded: nothing to wait for
     programs.get("full", "none", on_phase=lambda phase, detail=None: phases.append((phase, detail)))
     assert phases == [("program", None), ("model", "embedded/fake")] and len(checks) == 1  # checked once per file
+
+
+def test_the_answer_arrives_as_token_events_while_the_model_writes_it(index):
+    """STREAMED's answerer writes a few characters at a time and stops halfway through its answer until its stream
+    gate opens: by then token events have brought the answer's first half, each the text so far (a prefix of the
+    answer, only ever growing), for the answer step only (the grader's reply is written through the same listener and
+    never sent), and no done; the rest follows, and done carries the answer."""
+    gate, stream_gate = threading.Event(), threading.Event()
+    gate.set()
+    runner = Runner(scripted_programs(index, scripted_lms(gate, stream_gate)))
+
+    async def scenario() -> list:
+        j, seen = job(STREAMED), []
+        runner.submit(j)
+        await until(j, "token", seen=seen)
+        await asyncio.sleep(1.0)  # it writes up to the middle of the answer (~0.5 s) and waits there
+        while not j.events.empty():
+            seen.append(j.events.get_nowait())
+        held = [d["text"] for k, d in seen if k == "token"]
+        assert "done" not in [k for k, _ in seen] and held[-1] and len(held[-1]) < len(STREAMED_ANSWER)
+        assert len(held[-1]) > 20, held  # the throttle let the text through as it grew, not only its first piece
+        stream_gate.set()
+        await until(j, "done", seen=seen)
+        await settle(runner, 0)
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        stream_gate.set()
+        runner.shutdown()
+    kinds = [k for k, _ in seen]
+    answer = next(d for k, d in seen if k == "start" and d["node"] == "answer")
+    tokens = [d for k, d in seen if k == "token"]
+    assert kinds.index("start", kinds.index("step")) <= kinds.index("token")  # none before the answer node started
+    assert {d["index"] for d in tokens} == {answer["index"]}
+    texts = [d["text"] for d in tokens]
+    assert all(STREAMED_ANSWER.startswith(t) for t in texts) and all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    assert len(texts) >= 3 and [i for i, k in enumerate(kinds) if k == "token"][-1] < kinds.index("done")
+    assert seen[-1][1]["answer"] == STREAMED_ANSWER
+
+
+def test_token_events_are_throttled_and_the_complete_field_is_always_sent():
+    """At most one token event per interval while the text grows, one more when the field is complete (a key follows
+    it), and what was held back when the next node starts or the agent ends; a node other than the answer sends
+    none, and a stopped job none."""
+    sent: list[tuple[str, dict]] = []
+    fake = SimpleNamespace(cancelled=False, emit=lambda kind, data: sent.append((kind, data)))
+    stream = AnswerStream(fake, every_s=60)
+    complete = '{"answer": "It wraps a block [a#1].", "cited_ids": ["a#1"]}'
+    last = '{"cited_ids": ["a#1"], "answer": "It wraps a block [a#1]."}'  # whole only when the call ends
+    stream.node(1, "grade")
+    for ch in complete:
+        stream.on_text(ch)
+    assert sent == []
+    stream.node(2, "answer")
+    stream.on_call()
+    for ch in complete:
+        stream.on_text(ch)
+    assert sent == [("token", {"index": 2, "text": "I"}), ("token", {"index": 2, "text": "It wraps a block [a#1]."})]
+    sent.clear()
+    stream.on_call()  # the call made again: the text starts over
+    for ch in last:
+        stream.on_text(ch)
+    assert sent == [("token", {"index": 2, "text": "I"})]
+    stream.node(3, "critique")  # the answer node is over: what the throttle held back goes now
+    assert sent[1:] == [("token", {"index": 2, "text": "It wraps a block [a#1]."})]
+    stream.node(4, "answer")
+    stream.finish()
+    assert len(sent) == 2  # nothing written, nothing sent
+    fake.cancelled = True
+    for ch in last:
+        stream.on_text(ch)
+    stream.finish()
+    assert len(sent) == 2

@@ -15,10 +15,13 @@ gives DSPy a model that needs no key and no network. The embedded models ship in
   shape unless generation hits ``max_tokens``; such leftovers are counted in ``stats()``.
 - A prompt longer than the context window is cut (``rag.lm.fit``) and the cut is recorded
   on the response (``Response.adaptations`` and ``provider_data["sieve"]["notes"]``).
+- Inside ``rag.lm.streaming.listen(on_text)`` each piece of text is passed to ``on_text`` as the model writes
+  it (:func:`_listened`): the same llama.cpp call, so the same reply, usage and notes as without a listener.
 """
 
 from __future__ import annotations
 
+import codecs
 import copy
 import json
 import logging
@@ -33,7 +36,7 @@ from typing import Any
 from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
 
 from rag.errors import ModelError
-from rag.lm import drafting, probe, sampling
+from rag.lm import drafting, probe, sampling, streaming
 from rag.lm.fit import fit_messages
 from rag.lm.threaded import ThreadedAsyncEngine
 from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
@@ -283,6 +286,65 @@ def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
     return f"missing required keys {missing}" if missing else None
 
 
+def _listened(llama: Any, kwargs: dict[str, Any], listener: streaming.Listener) -> dict[str, Any]:
+    """``llama.create_chat_completion(**kwargs)``, the very same call, with each piece of text the model writes passed
+    to ``listener.on_text`` as its token is generated (the caller holds the model's lock).
+
+    Not llama-cpp-python's ``stream=True``: that path reports no usage and cuts stop sequences its own way. Here the
+    tokens are read where ``create_completion`` reads them (``llama.generate``, wrapped for this call only), so the
+    reply, its usage and its finish reason are those of the call without a listener, and the pieces join to the text
+    the model wrote: each token decoded as llama-cpp-python decodes the whole (UTF-8, undecodable bytes dropped), an
+    end-of-generation token left out, text that may begin a stop sequence held back until it cannot, nothing from a
+    stop sequence on. A listener that raises is told nothing more; the call goes on."""
+    import llama_cpp
+
+    stops = [s for s in (kwargs.get("stop") or ()) if s]
+    inner = llama.generate
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+    state = {"text": "", "sent": 0, "stopped": False, "deaf": False}
+
+    def tell(final: bool = False) -> None:
+        text = state["text"]
+        end = len(text)
+        if stops and not final:
+            cuts = [text.find(s) for s in stops if s in text]
+            if cuts:
+                end, state["stopped"] = min(cuts), True
+            else:  # the longest tail that may still grow into a stop sequence waits
+                end -= max((k for s in stops for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        if end > state["sent"] and not state["deaf"]:
+            piece, state["sent"] = text[state["sent"]:end], end
+            try:
+                listener.on_text(piece)
+            except Exception:  # noqa: BLE001 - a listener's fault must not cost the answer
+                state["deaf"] = True
+                log.warning("embedded model: the text listener failed; it is told nothing more", exc_info=True)
+
+    def generate(tokens: Any, *args: Any, **kw: Any) -> Iterator[int]:
+        vocab = llama._model.vocab
+        for token in inner(tokens, *args, **kw):
+            if not state["stopped"] and not llama_cpp.llama_vocab_is_eog(vocab, token):
+                state["text"] += decoder.decode(llama.detokenize([token]))
+                tell()
+            yield token
+
+    if listener.on_call is not None:
+        try:
+            listener.on_call()
+        except Exception:  # noqa: BLE001
+            state["deaf"] = True
+            log.warning("embedded model: the text listener failed; it is told nothing more", exc_info=True)
+    llama.generate = generate
+    try:
+        out = llama.create_chat_completion(**kwargs)
+    finally:
+        llama.generate = inner
+    if not state["stopped"]:
+        state["text"] += decoder.decode(b"", final=True)
+        tell(final=True)
+    return out
+
+
 class LlamaCppEngine:
     """A synchronous DSPy engine (``complete(Request) -> Response``) over an in-process GGUF model."""
 
@@ -320,6 +382,7 @@ class LlamaCppEngine:
         fmt = output_format(request)
         config = request.config
         max_tokens = min(config.max_tokens or self.max_tokens, self.n_ctx // 2)
+        listener = streaming.current()
         started = time.perf_counter()
         with lock:
             try:
@@ -341,7 +404,10 @@ class LlamaCppEngine:
             try:
                 llama._sieve_lazy_grammar_on = self.lazy_grammar  # read by rag.lm.sampling.install's hook
                 llama._sieve_draft = self.draft_tokens  # read by rag.lm.drafting.install's hook
-                out = llama.create_chat_completion(**kwargs)
+                if listener is None:
+                    out = llama.create_chat_completion(**kwargs)
+                else:
+                    out = _listened(llama, kwargs, listener)
             except ValueError as exc:  # llama.cpp: "Requested tokens (...) exceed context window of ..."
                 raise ContextLengthError(f"{request.model}: {exc}; raise n_ctx or lower max_tokens",
                                          provider="llama.cpp") from None
@@ -387,7 +453,8 @@ class LlamaCppEngine:
         )
 
     def stream(self, request: Request) -> Iterator[Any]:
-        """One complete response as stream events (the embedded model does not stream token by token)."""
+        """One complete response as DSPy's stream events (the text as it is written goes to a ``rag.lm.streaming``
+        listener, when one is registered)."""
         yield from response_to_events(self.complete(request))
 
     def close(self) -> None:

@@ -8,6 +8,11 @@ A job's events, in order (each a ``(kind, data)`` pair, sent to the page as serv
 ``program``  the program that will answer: configuration, artifact (or why none), models (``rag ask``'s first line),
              and ``loaded``: the loading phases this job waited through, each with its time
 ``start``    a node began: ``{"index", "node"}``
+``token``    the answer node's answer as the model has written it so far: ``{"index", "text"}`` (the whole text so far, not
+             a piece; at most every ``TOKEN_EVERY_S``, and once more when the field is complete or the next node
+             starts). Only from a model that streams (the embedded one, ``rag.lm.streaming``): a hosted model or a
+             cached answer sends none. The ``step`` and ``done`` events that follow are what the agent made of it
+             (citations checked, text cleaned)
 ``step``     a node finished: its ``rag.agent.trace.Step`` as a dict, plus ``index``
 ``done``     the prediction (``rag.agent.module.prediction_to_dict``) with the program description
 ``error``    ``{"message"}``: one line, as the CLI would print it
@@ -37,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import sys
 import threading
 import time
@@ -48,11 +54,14 @@ from typing import Any
 
 from rag.agent.trace import Step, Trace, observe
 from rag.errors import SieveError
+from rag.lm import streaming
 from rag.serve.programs import Programs
 
 RETRY_AFTER_S = 10
 LOG_SIZE = 200  # Runner.log keeps the most recent cancellations
 ENDED = ("done", "cancelled")
+TOKEN_EVERY_S = 0.1  # at most this often a token event: the page redraws the answer once per event
+STREAMED_NODE, STREAMED_FIELD = "answer", "answer"  # the node whose model call streams, and the output field shown
 
 
 class Abandoned(Exception):
@@ -64,6 +73,47 @@ class QueueFull(Exception):
         super().__init__(f"the server is busy: {waiting} question(s) are already waiting; try again in "
                          f"{RETRY_AFTER_S} s")
         self.retry_after = RETRY_AFTER_S
+
+
+class AnswerStream:
+    """The listener of one job's model calls (``rag.lm.streaming.listen``): while its answer node runs, the answer field
+    of what the model writes goes to the job as ``token`` events, at most every ``every_s``, when the field is complete,
+    and, for what was held back, when the next node starts; the text of any other node's calls is read by nobody.
+    Called on the job's worker thread."""
+
+    def __init__(self, job: "Job", every_s: float = TOKEN_EVERY_S) -> None:
+        self.job, self.every_s = job, every_s
+        self.index: int | None = None  # the step being streamed, None outside the answer node
+        self.field = streaming.FieldStream(STREAMED_FIELD)
+        self.sent_at, self.sent = -math.inf, None  # when the last token event went, and its text
+
+    def node(self, index: int, node: str) -> None:
+        """A node started (``rag.agent.trace.observe``): the answer node before it, if any, sends the text it held back
+        (the page shows it while the next node, the critic, runs); this one is streamed if it is an answer node."""
+        self.finish()
+        self.index = index if node == STREAMED_NODE else None
+        self.on_call()
+
+    def finish(self) -> None:
+        """The node is over: send the answer's text as far as the throttle held it back."""
+        value = self.field.value
+        if self.index is not None and value and value != self.sent and not self.job.cancelled:
+            self.sent = value
+            self.job.emit("token", {"index": self.index, "text": value})
+
+    def on_call(self) -> None:
+        """A model call begins: its text starts over (a call made again within the node)."""
+        self.field.start()
+        self.sent_at, self.sent = -math.inf, None
+
+    def on_text(self, delta: str) -> None:
+        if self.index is None or self.job.cancelled:
+            return
+        value = self.field.feed(delta)
+        now = time.monotonic()
+        if value and value != self.sent and (self.field.complete or now - self.sent_at >= self.every_s):
+            self.sent_at, self.sent = now, value
+            self.job.emit("token", {"index": self.index, "text": value})
 
 
 @dataclass(eq=False)  # jobs are told apart by identity (the queue looks them up)
@@ -243,8 +293,11 @@ class Runner:
                 return
             job.state = "running"
 
+            answer = AnswerStream(job)
+
             def on_step(trace: Trace, step: Step) -> None:
                 job.trace = trace
+                answer.node(len(trace.steps) - 1, step.node)
                 if job.cancelled:  # the node does not run: it leaves the trace, which ends "cancelled"
                     trace.steps.pop()
                     job.stopped_before = step.node
@@ -254,11 +307,12 @@ class Runner:
                 job.node, job.node_started = step.node, time.monotonic()
                 job.emit("start", {"index": len(trace.steps) - 1, "node": step.node})
 
-            with observe(on_step):
+            with observe(on_step), streaming.listen(answer.on_text, answer.on_call):
                 pred = program.agent(question=job.question, history=job.history or None)
             job.trace = pred.trace
             if job.cancelled:  # its last node was under way: the answer goes nowhere
                 return
+            answer.finish()
             job.node = None
             job.emit("step", _step(pred.trace, len(pred.trace.steps) - 1))
             job.state = "done"  # before the event: the request drops its job when it has the answer

@@ -11,6 +11,7 @@ const ctx = { onPassage: openPassage };
 let running = null;
 let started = 0;  // performance.now() when the question was sent: "Done in" is the wall time the person waited
 let historyLimit = 0;  // the server's bound on a history's characters (/api/info)
+let writing = false;  // the answer node's text is arriving (token events): the model is writing, not thinking
 
 function fillChoices(info) {
   const config = $("config");
@@ -57,7 +58,10 @@ function progressText(p) {
     if (p.phase && PHASE[p.phase]) return `${PHASE[p.phase](p.detail)}… ${secs(p.phase_s)} ${total}`;
     return `Waiting for the program to load… ${secs(p.total_s)}`;
   }
-  if (p.node) return `${p.node}: ${p.node === "retrieve" ? "searching" : "waiting for the model"}… ${secs(p.node_s)} ${total}`;
+  if (p.node) {
+    const doing = p.node === "retrieve" ? "searching" : p.node === "answer" && writing ? "writing" : "waiting for the model";
+    return `${p.node}: ${doing}… ${secs(p.node_s)} ${total}`;
+  }
   return `Running… ${secs(p.total_s)}`;
 }
 
@@ -99,6 +103,25 @@ function showResult(d) {
       answerText(d.answer, d.citations, ctx), ...flag, el("h3", {}, "Sources"),
       el("ul", { class: "sources" }, d.sources.map((s) => sourceItem(s, true))), ...uncited, totals));
   }
+}
+
+// The answer while the model writes it (token events: the text so far), as plain text where the answer will be; the
+// done event replaces it with the answer the agent made of it (citations checked and linked). A new answer step (the
+// critic asked for the answer again) starts it over.
+function showDraft(d) {
+  let box = $("answer-draft");
+  const index = String(d.index);
+  if (!box || box.dataset.index !== index) {
+    box = el("div", { id: "answer-draft", class: "result answered streaming", dataset: { index }, "aria-busy": "true" },
+      el("div", { class: "result-head" }, el("h2", {}, "Answer"), el("span", { class: "meta draft-state" }, "writing…")),
+      el("p", { class: "answer-text" }));
+    $("result").replaceChildren(box);
+    const spinner = $("timeline").querySelector(`li.pending[data-index="${Number(d.index)}"] .spinner`);
+    if (spinner) spinner.textContent = "writing…";
+    box.scrollIntoView({ block: "nearest" });
+  }
+  box.querySelector(".answer-text").textContent = String(d.text ?? "");
+  writing = true;
 }
 
 // Copy the answer's text (with its [id] citations): the Clipboard API, or, where the page may not use it, a selected
@@ -166,6 +189,11 @@ export function stop() {
     const spinner = pending.querySelector(".spinner");
     if (spinner) spinner.replaceWith(el("span", { class: "meta" }, "stopped"));
   }
+  const draft = $("answer-draft");
+  if (draft) {
+    draft.removeAttribute("aria-busy");
+    draft.querySelector(".draft-state").textContent = "stopped: not the whole answer";
+  }
   $("progress").classList.add("done");
   $("progress").textContent = `Stopped after ${secs((performance.now() - started) / 1000)}`;
   $("question").focus();
@@ -210,13 +238,15 @@ export async function ask() {
   show($("ask-error"), "");
   $("progress").classList.remove("done");
   $("progress").textContent = "Sending…";
+  writing = false;
   started = performance.now();
   const body = { question, config: $("config").value, artifact: $("artifact").value, history };
   const onEvent = (kind, data) => {
     if (running !== controller) return;  // stopped, or replaced by a newer question
     if (kind === "progress") $("progress").textContent = progressText(data);
     else if (kind === "program") showProgram(data);
-    else if (kind === "start") $("timeline").append(pendingStep(data.index, data.node));
+    else if (kind === "start") { writing = false; $("timeline").append(pendingStep(data.index, data.node)); }
+    else if (kind === "token") showDraft(data);
     else if (kind === "step") {
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
@@ -227,7 +257,10 @@ export async function ask() {
       showFollowUp();
       showResult(data); showDone(data); setRunning(false); reveal();
     }
-    else if (kind === "error") { show($("ask-error"), data.message); $("progress").textContent = ""; setRunning(false); }
+    else if (kind === "error") {
+      if ($("answer-draft")) $("result").replaceChildren();  // an answer cut short by the error is no answer
+      show($("ask-error"), data.message); $("progress").textContent = ""; setRunning(false);
+    }
   };
   try {
     await streamEvents("/api/stream", onEvent, controller.signal, body);
