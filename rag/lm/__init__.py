@@ -11,4 +11,4 @@
 Nothing is imported here, so ``import rag.lm`` stays cheap for the CLI.
 """
 
-__all__ = ["adapter", "check", "configure", "drafting", "fit", "groq", "limits", "local", "models", "probe", "sampling", "streaming", "threaded", "wire"]
+__all__ = ["adapter", "check", "configure", "drafting", "fit", "groq", "limits", "local", "models", "probe", "sampling", "streaming", "wire"]

@@ -35,8 +35,7 @@ from rag.lm.limits import (
     limits_for,
     parse_retry_after,
 )
-from rag.lm.threaded import ThreadedAsyncEngine
-from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
+from rag.lm.wire import SUPPORTED_PARAMS, ThreadedAsyncEngine, build_response, chat_messages, output_format
 from rag.usage.calls import LMCall, emit
 from rag.usage.ledger import Ledger
 from rag.usage.pricing import cost_usd

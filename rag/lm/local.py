@@ -38,8 +38,7 @@ from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, respons
 from rag.errors import ModelError
 from rag.lm import drafting, probe, sampling, streaming
 from rag.lm.fit import fit_messages
-from rag.lm.threaded import ThreadedAsyncEngine
-from rag.lm.wire import SUPPORTED_PARAMS, build_response, chat_messages, output_format
+from rag.lm.wire import SUPPORTED_PARAMS, ThreadedAsyncEngine, build_response, chat_messages, output_format
 from rag.usage.calls import LMCall, emit
 
 log = logging.getLogger(__name__)

@@ -3,15 +3,18 @@
 Both Sieve engines (llama.cpp in-process, Groq over HTTP) speak OpenAI-shaped chat
 messages. This module turns a ``Request`` into those messages and the requested output
 format, and builds the ``Response`` DSPy expects back, with Sieve's per-call metadata
-(latency, cost, notes) under ``provider_data["sieve"]``.
+(latency, cost, notes) under ``provider_data["sieve"]``. :class:`ThreadedAsyncEngine` is the async side of those
+synchronous engines: each call runs in a worker thread (same limits, locks, ledger).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from dspy.lm15 import Adaptation, Message, Request, Response, TextPart, Usage
+from dspy.lm15 import Adaptation, Message, Request, Response, TextPart, Usage, response_to_events
 
 # What DSPy's adapters may send to a Sieve engine (capability hints for JSONAdapter).
 SUPPORTED_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "seed", "stop", "response_format"})
@@ -84,3 +87,31 @@ def build_response(
         provider_data={"sieve": sieve},
         adaptations=notes,
     )
+
+
+class ThreadedAsyncEngine:
+    """Subclasses name ``sync_class``; ``load_state`` rebuilds the synchronous engine it wraps."""
+
+    sync_class: ClassVar[type]
+    supports_response_schema = True
+
+    def __init__(self, sync: Any):
+        self.sync = sync
+        self.supported_params = getattr(sync, "supported_params", None)
+
+    async def complete(self, request: Request) -> Response:
+        return await asyncio.to_thread(self.sync.complete, request)
+
+    async def stream(self, request: Request) -> AsyncIterator[Any]:
+        for event in response_to_events(await self.complete(request)):
+            yield event
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    def dump_state(self) -> dict[str, Any]:
+        return self.sync.dump_state()
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> "ThreadedAsyncEngine":
+        return cls(cls.sync_class.load_state(state))
