@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
              f"k = {args.k}; items with gold passages only (unanswerable items have none).", "",
              f"Review: {len(reviewed)} of {len(drafted)} drafted items reviewed by hand, {len(kept)} kept "
              f"({len(kept) / len(reviewed):.0%})." if reviewed else "Review: no item reviewed by hand yet.", "",
-             f"| set | n | " + " | ".join(f"{m} Recall@{args.k} | {m} MRR@{args.k}" for m in MODES) + " | order by Recall | agrees |",
+             "| set | n | " + " | ".join(f"{m} Recall@{args.k} | {m} MRR@{args.k}" for m in MODES) + " | order by Recall | agrees |",
              "| --- | --- |" + " --- | --- |" * len(MODES) + " --- | --- |"]
     hand_order = None
     for name, items in sets.items():
