@@ -271,6 +271,40 @@ def test_done_gives_the_wall_time_with_the_agent_time_beside_it_and_the_notes_ar
         assert page.get_by_text("scripted test program (DummyLM per role)").is_visible()
 
 
+FOLLOWS = "([a, b]) => !!(document.querySelector(a).compareDocumentPosition(document.querySelector(b)) & Node.DOCUMENT_POSITION_FOLLOWING)"
+
+
+def test_once_done_the_answer_comes_first_and_the_trace_below_it_folded(browser, url, gate):
+    """While the question runs the trace is open and the answer's place is below it; once done, the answer (with its
+    notes) is moved above the trace, which is folded into a closed details with the steps' count and time; a click
+    opens it on the steps. On a phone the answer's top is above the trace's top too."""
+    with open_page(browser, url, strict=True) as page:
+        gate.clear()
+        try:
+            page.fill("#question", SLOW)
+            page.click("#ask-btn")
+            page.wait_for_selector("#timeline li.step-grade.pending")
+            assert page.locator("#trace").evaluate("d => d.open") and page.evaluate(FOLLOWS, ["#trace", "#result"])
+        finally:
+            gate.set()
+        page.wait_for_selector("#answer")
+        assert page.evaluate(FOLLOWS, ["#answer", "#trace"]) and page.evaluate(FOLLOWS, ["#notes", "#trace"])
+        trace = page.locator("#trace")
+        assert not trace.evaluate("d => d.open") and page.locator("#timeline li.step-retrieve").is_hidden()
+        summary = trace.locator("summary").inner_text()
+        assert re.fullmatch(r"How this answer was found: 3 steps, [\d.]+ s", summary), summary
+        trace.locator("summary").click()
+        assert trace.evaluate("d => d.open") and page.locator("#timeline li.step-retrieve table.hits").is_visible()
+        assert box(page, "#answer")["y"] < box(page, "#timeline li.step-retrieve")["y"]
+        ask(page, UNANSWERABLE, done="#refusal")  # a new question folds it again, the refusal first
+        assert not trace.evaluate("d => d.open") and page.evaluate(FOLLOWS, ["#refusal", "#trace"])
+        assert trace.locator("summary").inner_text().startswith("How this refusal was found: ")
+    with open_page(browser, url, strict=True, viewport=PHONE) as page:
+        ask(page, ALSO)
+        assert box(page, "#answer")["y"] < box(page, "#trace")["y"]
+        assert page.locator("#answer").is_visible() and not page.locator("#trace").evaluate("d => d.open")
+
+
 def test_a_phone_gets_one_column_no_wider_than_its_screen(browser, url, shots):
     width = "document.scrollingElement.scrollWidth"
     with open_page(browser, url, strict=True, viewport=PHONE) as page:
@@ -278,7 +312,7 @@ def test_a_phone_gets_one_column_no_wider_than_its_screen(browser, url, shots):
         assert page.evaluate(width) <= PHONE["width"]
         left, right = box(page, ".panel.left"), box(page, ".panel.right")
         assert right["width"] >= 350 and left["y"] + left["height"] <= right["y"]  # one column: the form, then the answer
-        for selector in ("#config", "#artifact", "#ask-btn", "#question", ".panel.right", "#answer", "#timeline"):
+        for selector in ("#config", "#artifact", "#ask-btn", "#question", ".panel.right", "#answer", "#trace"):
             b = box(page, selector)
             assert b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"], (selector, b)
         _screenshot(page, shots, "serve-phone.png")
@@ -308,6 +342,7 @@ def test_text_is_readable_in_light_and_dark_mode(browser, url, scheme):
     with open_page(browser, url, strict=True, color_scheme=scheme) as page:
         ask(page, ALSO)
         page.locator("#notes summary").click()
+        page.locator("#trace summary").click()  # the folded trace's text too
         background = page.evaluate("getComputedStyle(document.body).backgroundColor")
         level = sum(int(v) for v in re.findall(r"\d+", background)[:3]) / 3
         assert (level < 40) if scheme == "dark" else (level > 200), background
@@ -445,7 +480,7 @@ def test_a_follow_up_is_asked_with_the_conversation_that_a_reload_keeps_and_new_
         assert turn_texts(page, "question") == [ANSWERABLE] and "context manager" in turn_texts(page, "answer")[0]
         assert page.locator("#conversation li.step").count() == 0
         assert page.locator("#asked").inner_text() == f"Follow-up: {FOLLOW_UP}"
-        assert box(page, "#conversation")["y"] < box(page, "#asked")["y"] < box(page, "#timeline")["y"]
+        assert box(page, "#conversation")["y"] < box(page, "#asked")["y"] < box(page, "#answer")["y"] < box(page, "#trace")["y"]
         low = {k: round(v, 2) for k, v in contrasts(page, "#conversation *, #asked *, #follow-up *").items() if v < 4.5}
         assert not low, low
 

@@ -158,10 +158,27 @@ function copyByCommand(text) {
   return ok;
 }
 
-// The answer (or refusal) brought into view: below a long trace, or below the form on a phone, it would be off screen.
+// The answer (or refusal) brought into view: below the form on a phone, or after a long live trace, it would be off screen.
 function reveal() {
   const result = $("result").firstElementChild;
   if (result) result.scrollIntoView({ block: "nearest" });
+}
+
+// The trace while a question runs: open, the result (draft answer, then the answer) below it, as the steps arrive.
+function traceLive() {
+  $("trace").after($("result"), $("notes"));
+  $("trace").hidden = false;
+  $("trace").open = true;
+  $("trace-summary").textContent = "How the answer is being found";
+}
+
+// Done: the answer (or refusal) first, with its notes, and the trace below it, folded (a click opens it).
+function traceDone(d) {
+  const t = d.trace.totals;
+  $("trace").before($("result"), $("notes"));
+  $("trace").open = false;
+  $("trace-summary").textContent = `How this ${d.refused ? "refusal" : "answer"} was found: ${t.steps} step${t.steps === 1 ? "" : "s"}, `
+    + secs(t.latency_ms / 1000);
 }
 
 // Wall time, as the person waited it (queue, loading and all), and beside it the time the agent's nodes took.
@@ -213,6 +230,8 @@ export function newConversation() {
   conversation.render($("conversation"), []);
   for (const id of ["timeline", "result", "program", "notes", "asked"]) $(id).replaceChildren();
   $("asked").hidden = true;
+  traceLive();
+  $("trace").hidden = true;
   show($("ask-error"), "");
   $("progress").textContent = "";
   showFollowUp();
@@ -235,6 +254,7 @@ export async function ask() {
   $("result").replaceChildren();
   $("program").replaceChildren();
   $("notes").replaceChildren();
+  traceLive();
   show($("ask-error"), "");
   $("progress").classList.remove("done");
   $("progress").textContent = "Sending…";
@@ -255,7 +275,7 @@ export async function ask() {
       // a turn of the conversation (a refusal too): shown above the next question, and sent with it
       conversation.add(question, data.answer, data.refused);
       showFollowUp();
-      showResult(data); showDone(data); setRunning(false); reveal();
+      showResult(data); traceDone(data); showDone(data); setRunning(false); reveal();
     }
     else if (kind === "error") {
       if ($("answer-draft")) $("result").replaceChildren();  // an answer cut short by the error is no answer
