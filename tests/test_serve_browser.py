@@ -466,7 +466,7 @@ def test_a_follow_up_is_asked_with_the_conversation_that_a_reload_keeps_and_new_
 
         page.fill("#question", FOLLOW_UP)
         page.click("#ask-btn")
-        page.wait_for_selector("#timeline li.step-condense:not(.pending)")
+        page.wait_for_selector("#timeline li.step-condense:not(.pending)", state="attached")  # folded once done
         page.wait_for_selector("#answer")
         assert sent[-1]["question"] == FOLLOW_UP and [t["question"] for t in sent[-1]["history"]] == [ANSWERABLE]
         assert f"[{WITH_ID}]" in sent[-1]["history"][0]["answer"]
