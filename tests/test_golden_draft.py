@@ -225,15 +225,39 @@ def test_cli_draft_then_check(tmp_path, tiny_index, monkeypatch):
     draft_lm, judge_lm, _ = scripted(tiny_index)
     monkeypatch.setattr("rag.lm.configure.configure_dspy", lambda settings: None)  # keep DSPy's ChatAdapter
     monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {"answerer": draft_lm, "judge": judge_lm})
-    monkeypatch.setattr("rag.lm.configure.resolve_specs", lambda settings: {"answerer": "a", "judge": "a"})
     out = tmp_path / "mine.jsonl"
     res = run_cli("golden", "draft", "--out", out, "--index-dir", tiny_index.dir, "--n", "6", "--types", MIX,
                   "--pool", "2")
     assert res.code == 0 and "Traceback" not in res.err, res.err
     assert SAME_MODEL in res.err and "5 kept and 1 dropped now, 0 done before, 0 skipped" in res.err
+    assert {r["drafted_by"] for r in read_lines(out)} == {"dummy"}  # each LM named by its model, as traces name it
     assert res.out.startswith("items: 5\n") and "dropped: 1\n" in res.out and "documents covered: 1 of 1" in res.out
     checked = run_cli("golden", "check", out)  # the index is found from the items
     assert checked.code == 0 and checked.out == res.out
+
+
+@pytest.mark.slow
+def test_cli_drafts_on_the_embedded_model_end_to_end(tmp_path, tiny_index, monkeypatch):
+    """The real path: the embedded llama.cpp model (the small one, for speed) drafts and labels two items over a
+    real index. What it writes is scored by the schema, not by its wording (a 135M model writes poor questions)."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "drafted.jsonl"
+    res = run_cli("golden", "draft", "--out", out, "--index-dir", tiny_index.dir, "--n", "2", "--types",
+                  "answerable=0.5,unanswerable=0.5", "--pool", "2", "--set", "embedded_model=smollm2-135m",
+                  "--set", "cache=false")
+    assert res.code == 0 and "Traceback" not in res.err, res.err
+    assert SAME_MODEL in res.err  # one model configured: said so
+    records = read_lines(out) + read_lines(dropped_path(out))
+    assert len(records) == 2 and {r["type"] for r in records} == {"answerable", "unanswerable"}, res.err
+    ids = {c.id for c in tiny_index.chunks}
+    for rec in records:
+        assert rec["drafted_by"] == rec["labelled_by"] == "embedded/smollm2-135m"
+        assert rec["prompt_version"].startswith("golden-draft/") and rec["seed_chunk_id"] in ids
+        assert rec["question"].strip() and rec["pool"] and all(p["chunk_id"] in ids and "relevant" in p for p in rec["pool"])
+    for item in load_golden(out):  # what was kept loads as a golden set
+        assert item.split in ("train", "dev", "test")
+    checked = run_cli("golden", "check", out)
+    assert checked.code == 0 and checked.out.startswith(f"items: {len(read_lines(out))}\n"), checked.err
 
 
 # ------------------------------------------------------------------ near-duplicates

@@ -176,8 +176,8 @@ def test_review_counts_by_decision_and_reviewer():
 # ------------------------------------------------------------------ the command line
 def _models(monkeypatch, lm, judge=MODEL):
     monkeypatch.setattr("rag.lm.configure.configure_dspy", lambda settings: None)  # keep DSPy's ChatAdapter
+    lm.model = judge  # the reviewer is named as the trace names an LM: by its model
     monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: {"answerer": lm, "judge": lm})
-    monkeypatch.setattr("rag.lm.configure.resolve_specs", lambda settings: {"answerer": "drafter-model", "judge": judge})
 
 
 def test_cli_auto_review_then_check_then_eval_reviewed_by(tmp_path, tiny_index, monkeypatch):

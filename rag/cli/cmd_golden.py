@@ -52,11 +52,8 @@ def draft_cmd(
         configure_dspy(settings)
         return lms_for_roles(settings)
 
-    from rag.lm.configure import resolve_specs
-
     on_interrupt(f"the items drafted so far are kept in {out}; run the same command again to resume")
-    result = draft_set(retriever, out, n=n, mix=mix, seed=seed, pool=pool, lms=models, specs=resolve_specs(settings),
-                       log=err)
+    result = draft_set(retriever, out, n=n, mix=mix, seed=seed, pool=pool, lms=models, log=err)
     err(f"{len(result.kept)} kept and {len(result.dropped)} dropped now, {result.resumed} done before, "
         f"{len(result.skipped)} skipped (unparsable replies; a rerun with --set cache=false asks again); "
         f"{result.calls} model calls")
@@ -140,12 +137,12 @@ def _auto_review(file: Path, chunks: Optional[list], *, index_dir: Optional[Path
         raise SieveError(f"the automatic review reads each item's passages from an index and none is at hand for {file}; "
                          "give --index-dir (the index the items were drafted from)")
     settings = settings_from(sets, index_dir=index_dir)
-    from rag.lm.configure import configure_dspy, lms_for_roles, resolve_specs
+    from rag.lm.configure import configure_dspy, lms_for_roles
 
     configure_dspy(settings)
-    model = resolve_specs(settings)["judge"]
-    err(f"reviewing on the judge role's model: {model}")
     lm = lms_for_roles(settings)["judge"]
+    model = str(lm.model)  # as the trace names it: embedded/qwen2.5-coder-1.5b, groq/..., gguf/<file stem>
+    err(f"reviewing on the judge role's model: {model}")
     on_interrupt(f"every decision made is saved in {file}; run the same command again to go on")
     result = auto_review_golden(file, lm=lm, model=model, chunks=chunks, redo=redo, max_items=max_items,
                                 show_progress=show_progress, log=err)
