@@ -56,3 +56,14 @@ class NotFound(SieveError, LookupError):
 
 class BadRequest(InputError, ValueError):
     """A request that is not well formed: says which field and what to send (the web API answers 400)."""
+
+
+class Cancelled(BaseException):
+    """The caller stopped a model call while it was under way (``rag.lm.streaming.listen(..., cancelled=...)``): the
+    generation was cut at its next token (the embedded model) or its stream closed (a hosted model), and its reply,
+    unfinished, is thrown away (DSPy's cache never stores it).
+
+    A ``BaseException``, as ``KeyboardInterrupt`` and ``asyncio.CancelledError`` are, not a ``SieveError``: nothing
+    between the engine and whoever stopped the call may take it for a failed call (DSPy's error boundary would turn an
+    ``Exception`` into an ``LMUnexpectedError``, the agent's nodes take any failure for output they cannot use and go
+    on). ``rag.serve.stream.Runner`` records it as the stopped question it is."""

@@ -2,7 +2,9 @@
 
 ``FaultProxy`` speaks to the Groq SDK on 127.0.0.1. Each request takes the next scripted fault
 (HTTP status, headers, body, delay), or, when the script is empty, is forwarded to the upstream
-llama.cpp server with Groq's ``/openai/v1`` path prefix rewritten to ``/v1``.
+llama.cpp server with Groq's ``/openai/v1`` path prefix rewritten to ``/v1``; a streamed request's
+answer is passed on piece by piece as the server writes it (and the upstream connection closed when
+the client closes its own).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class FaultProxy:
         self.upstream = upstream
         self.script: list[Fault] = []
         self.requests: list[str] = []
+        self.bodies: list[dict] = []  # each request's JSON body, as the client sent it
         self._lock = threading.Lock()
         proxy = self
 
@@ -100,6 +103,7 @@ class FaultProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with proxy._lock:
                     proxy.requests.append(self.path)
+                    proxy.bodies.append(json.loads(body or b"{}"))
                     fault = proxy.script.pop(0) if proxy.script else None
                 if fault is not None:
                     time.sleep(fault.delay)
@@ -107,16 +111,37 @@ class FaultProxy:
                 path = self.path.replace("/openai/v1/", "/v1/", 1)
                 request = urllib.request.Request(proxy.upstream + path, data=to_llama_dialect(body),
                                                  headers={"Content-Type": "application/json"})
+                if proxy.bodies[-1].get("stream"):
+                    return self._relay(request)
                 try:
                     with urllib.request.urlopen(request, timeout=120) as response:
                         return self._send(response.status, {}, response.read())
                 except urllib.error.HTTPError as exc:
                     return self._send(exc.code, {}, exc.read())
 
+            def _relay(self, request):
+                """A streamed answer, each line passed on as it comes (HTTP/1.0: the body ends when the connection
+                closes); when the client hangs up, the upstream connection is closed too."""
+                try:
+                    response = urllib.request.urlopen(request, timeout=120)
+                except urllib.error.HTTPError as exc:
+                    return self._send(exc.code, {}, exc.read())
+                with response:
+                    try:
+                        self.send_response(response.status)
+                        self.send_header("Content-Type", response.headers.get("Content-Type", "text/event-stream"))
+                        self.end_headers()
+                        for line in response:
+                            self.wfile.write(line)
+                            self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the client closed the stream
+
             def _send(self, status, headers, payload):
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    if "Content-Type" not in headers:
+                        self.send_header("Content-Type", "application/json")
                     for key, value in headers.items():
                         self.send_header(key, value)
                     self.send_header("Content-Length", str(len(payload)))
@@ -135,6 +160,7 @@ class FaultProxy:
         with self._lock:
             self.script = list(faults)
             self.requests = []
+            self.bodies = []
 
     def stop(self) -> None:
         self.server.shutdown()

@@ -112,7 +112,10 @@ class _GatedEngine(DummyEngine):
 
     def _write(self, listener: streaming.Listener, text: str, slow: bool) -> None:
         """``text`` to the listener a few characters at a time, as the embedded engine passes it; ``slow`` (STREAMED, to
-        a model with a stream gate): a pause between pieces, and halfway through the answer field a wait for the gate."""
+        a model with a stream gate): a pause between pieces, and halfway through the answer field a wait for the gate.
+        A slow one stops (``Cancelled``) before its next piece, or while it waits, once the listener's ``cancelled``
+        check says so, as the embedded engine stops at its next token; the others write to the end, as a model that
+        cannot be stopped does (the runner then stops the question at its next node)."""
         if listener.on_call is not None:
             listener.on_call()
         mark = text.find("[[ ## answer ## ]]")
@@ -121,7 +124,11 @@ class _GatedEngine(DummyEngine):
         for at in range(0, len(text), CHUNK_CHARS):
             if not held and at >= hold_at:
                 held = True
-                self.stream_gate.wait(timeout=30)
+                deadline = time.monotonic() + 30
+                while not self.stream_gate.wait(0.02) and time.monotonic() < deadline:
+                    streaming.raise_if_cancelled(listener, "the scripted model")
+            if slow:
+                streaming.raise_if_cancelled(listener, "the scripted model")
             listener.on_text(text[at:at + CHUNK_CHARS])
             if slow:
                 time.sleep(STREAMED_PAUSE_S)
@@ -131,7 +138,8 @@ class GatedLM(DummyLM):
     """DummyLM that, for prompts containing ``SLOW``, waits until ``gate`` is set: it holds the worker busy (unless
     ``holds`` is False). ``calls`` keeps every prompt it was sent, shared with its copies. With a registered
     ``rag.lm.streaming`` listener it passes its reply to it a few characters at a time; for ``STREAMED``, slowly, and
-    halfway through the answer it waits until ``stream_gate`` is set (when one is given)."""
+    halfway through the answer it waits until ``stream_gate`` is set (when one is given), and stops there or at its next
+    piece when the listener's ``cancelled`` check says so."""
 
     def __init__(self, answers: dict[str, dict[str, Any]], gate: threading.Event, holds: bool = True,
                  stream_gate: threading.Event | None = None) -> None:

@@ -2,13 +2,16 @@
 (the same SmolLM2 GGUF), reached through a scripted proxy that injects 429s, 5xx, slow
 answers and a spent daily quota. Nothing here touches the internet."""
 
+import json
+import sqlite3
 import time
 
 import dspy
 import pytest
 
-from rag.errors import QuotaExhausted
+from rag.errors import Cancelled, QuotaExhausted
 from rag.lm import groq as groq_module
+from rag.lm import streaming
 from rag.lm.groq import AsyncGroqEngine, GroqEngine
 from rag.lm.limits import RetryPolicy
 from rag.lm.local import find_smollm2_gguf
@@ -184,3 +187,113 @@ def test_missing_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("GROQ_API_KEY", raising=False)
     with pytest.raises(ModelError, match="GROQ_API_KEY is not set"):
         GroqEngine()
+
+
+# ---------------------------------------------------------------- streaming: a rag.lm.streaming listener registered
+STREAM = {"Content-Type": "text/event-stream"}
+USAGE = {"prompt_tokens": 123, "completion_tokens": 3, "total_tokens": 126}
+STORY = "Write a long story about a lighthouse keeper and his cat, at least 300 words."
+
+
+def chunk(content=None, finish=None, *, choices=True, **extra):
+    """One chat.completion.chunk as an OpenAI-compatible server streams it."""
+    delta = {"content": content} if content is not None else {}
+    return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 1, "model": "openai/gpt-oss-20b",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if choices else [], **extra}
+
+
+def sse(*chunks, done=True) -> str:
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + ("data: [DONE]\n\n" if done else "")
+
+
+def statuses(engine) -> list[str]:
+    with sqlite3.connect(engine.ledger.path) as conn:
+        return [status for (status,) in conn.execute("SELECT status FROM calls ORDER BY ts")]
+
+
+@SLOW
+def test_a_streamed_call_replies_as_the_plain_call_and_passes_its_text_on_as_it_comes(proxy, tmp_path):
+    """The same typed call without a listener (a plain request, as always) and with one (a stream from the real
+    llama-cpp-python server): the same reply, whose pieces reached the listener; that server sends no usage with a
+    stream, so it is estimated, and the response says so."""
+    proxy.reset()
+    lm, engine = make_lm(proxy, tmp_path)
+    plain = ask(lm)
+    plain_entry = lm.history[-1]
+    pieces, calls = [], []
+    with streaming.listen(pieces.append, lambda: calls.append(1)):
+        streamed = ask(lm)
+    entry = lm.history[-1]
+    assert (streamed.relevant, streamed.keywords) == (plain.relevant, plain.keywords)
+    text = entry["response"].message.text
+    assert text == plain_entry["response"].message.text == "".join(pieces) and len(pieces) > 3 and calls == [1]
+    assert "stream" not in proxy.bodies[0] and "stream_options" not in proxy.bodies[0]
+    assert proxy.bodies[1]["stream"] is True and proxy.bodies[1]["stream_options"] == {"include_usage": True}
+    sieve = entry["response"].provider_data["sieve"]
+    assert sieve["streamed"] is True and "streamed" not in plain_entry["response"].provider_data["sieve"]
+    assert [n for n in sieve["notes"] if n.startswith("usage estimated")]
+    assert not plain_entry["response"].provider_data["sieve"]["notes"]
+    assert entry["usage"]["completion_tokens"] == len(pieces) and entry["usage"]["prompt_tokens"] > 50
+    assert (sieve["attempts"], statuses(engine)) == (1, ["ok", "ok"])
+
+
+@SLOW
+@pytest.mark.parametrize("where", ["usage", "x_groq"])
+def test_a_streams_usage_is_read_from_its_last_chunk(proxy, tmp_path, where):
+    """A server that reports usage at the end of its stream: in a last chunk of its own (``stream_options``
+    include_usage, OpenAI's way) or in the finishing chunk's ``x_groq`` (Groq's): those counts are the call's."""
+    ending = ([chunk(finish="stop"), chunk(choices=False, usage=USAGE)] if where == "usage"
+              else [chunk(finish="stop", x_groq={"id": "req_scripted", "usage": USAGE})])
+    proxy.reset(Fault(200, STREAM, sse(chunk("Hel"), chunk("lo"), chunk("!"), *ending)))
+    lm, engine = make_lm(proxy, tmp_path)
+    pieces = []
+    with streaming.listen(pieces.append):
+        assert lm("Say hello.") == ["Hello!"]
+    entry = lm.history[-1]
+    assert pieces == ["Hel", "lo", "!"]
+    assert (entry["usage"]["prompt_tokens"], entry["usage"]["completion_tokens"]) == (123, 3)
+    assert entry["response"].provider_data["sieve"]["notes"] == []
+    [row] = engine.ledger.daily()
+    assert (row.calls, row.input_tokens) == (1, 123)
+
+
+@SLOW
+def test_a_stream_that_breaks_is_retried_and_its_text_starts_over(proxy, tmp_path):
+    """A 503 before the stream begins (retried, as without a listener); then a stream that ends after two pieces, with
+    no finish and no [DONE] (a dropped connection): a failed attempt, retried as any other, against the real server;
+    the listener hears a new call start, and the pieces after it join to the reply."""
+    proxy.reset(Fault(503, {}, '{"error":{"message":"over capacity"}}'),
+                Fault(200, STREAM, sse(chunk("Half"), chunk(" a reply"), done=False)))
+    lm, engine = make_lm(proxy, tmp_path)
+    heard = []
+    with streaming.listen(heard.append, lambda: heard.append(None)):
+        [reply] = lm("Say hello in five words.")
+    assert heard[:3] == [None, "Half", " a reply"] and heard.count(None) == 2
+    assert "".join(heard[heard.index(None, 1) + 1:]) == reply and reply
+    assert lm.history[-1]["response"].provider_data["sieve"]["attempts"] == 3
+    assert statuses(engine) == ["server_error", "error", "ok"]
+
+
+@SLOW
+def test_a_cancelled_stream_is_closed_at_its_next_piece_and_the_engine_goes_on(proxy, tmp_path):
+    """A long generation (up to 300 tokens) from the real server, stopped by its caller after 3 pieces: the stream is
+    closed at the next piece, Cancelled raised within a bound, the attempt on the ledger as cancelled; a call stopped
+    before it began sends nothing; the next call is answered."""
+    proxy.reset()
+    lm, engine = make_lm(proxy, tmp_path)
+    pieces, stopped_at = [], []
+
+    def on_text(piece):
+        pieces.append(piece)
+        if len(pieces) == 3:
+            stopped_at.append(time.perf_counter())
+
+    with streaming.listen(on_text, cancelled=lambda: len(pieces) >= 3), pytest.raises(Cancelled, match="stopped"):
+        lm(STORY, max_tokens=300)
+    assert time.perf_counter() - stopped_at[0] < 2.0 and len(pieces) == 3
+    assert statuses(engine) == ["cancelled"] and len(lm.history) == 0
+    with streaming.listen(pieces.append, cancelled=lambda: True), pytest.raises(Cancelled):
+        lm("Say hello.")
+    assert len(proxy.requests) == 1  # the stopped call sent nothing
+    [reply] = lm("Say hello.")
+    assert reply and statuses(engine) == ["cancelled", "ok"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import dspy
 import pytest
@@ -198,3 +199,61 @@ def test_a_listener_that_fails_costs_nothing_but_its_own_pieces(lm, caplog):
     with streaming.listen(broken):
         assert lm("Say hello.") == expected
     assert "the text listener failed" in caplog.text
+
+
+# ------------------------------------------------------------------------------ stopping a call (rag serve's Stop)
+STORY = "Write a long story about a lighthouse keeper and his cat, at least 300 words."
+
+
+@pytest.mark.slow
+def test_a_cancelled_generation_stops_at_the_next_token_and_the_engine_goes_on_as_before(lm):
+    """A long generation (up to 400 tokens) whose caller stops it after 5 pieces: it ends at the next token, within a
+    bound, raising Cancelled, and nothing more is passed on; the engine's next calls reply as before it, the same
+    prompt included (llama.cpp reuses the KV cache the cut call left: it must hold exactly what was evaluated)."""
+    from rag.errors import Cancelled
+
+    head = lm(STORY, max_tokens=24)[0]  # what the story begins with
+    hello = lm("Say hello.")[0]
+    calls = len(lm.history)
+    pieces: list[str] = []
+    stopped_at: list[float] = []
+
+    def on_text(piece: str) -> None:
+        pieces.append(piece)
+        if len(pieces) == 5:
+            stopped_at.append(time.perf_counter())
+
+    with streaming.listen(on_text, cancelled=lambda: len(pieces) >= 5), pytest.raises(Cancelled, match="5 token"):
+        lm(STORY, max_tokens=400)
+    assert time.perf_counter() - stopped_at[0] < 2.0  # a token or two of a 135M model, however busy the machine
+    assert len(pieces) == 5 and head.startswith("".join(pieces))
+    assert len(lm.history) == calls  # no reply: nothing recorded
+    assert lm(STORY, max_tokens=24)[0] == head
+    assert lm("Say hello.")[0] == hello
+    with streaming.listen(pieces.append, cancelled=lambda: True), pytest.raises(Cancelled):
+        lm("Say hello.")  # stopped before it began: not a token written
+    assert len(pieces) == 5
+
+
+@pytest.mark.slow
+def test_a_cancelled_reply_is_never_cached(lm, tmp_path):
+    """With DSPy's cache on, a stopped call stores nothing: the same call made again runs the model (a real call: it
+    reports its usage) and replies in full, and that reply is cached."""
+    from dspy.clients.cache import Cache
+
+    from rag.errors import Cancelled
+    from rag.usage.metering import is_cache_hit
+
+    cached = dspy.LM(lm.model, engine=lm.engine, cache=True, temperature=0.0, max_tokens=32, num_retries=0)
+    old = dspy.cache
+    dspy.cache = Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=str(tmp_path))
+    try:
+        pieces: list[str] = []
+        with streaming.listen(pieces.append, cancelled=lambda: len(pieces) >= 3), pytest.raises(Cancelled):
+            cached(STORY)
+        reply = cached(STORY)[0]
+        assert not is_cache_hit(cached.history[-1]) and cached.history[-1]["usage"]["completion_tokens"] > 3
+        assert reply.startswith("".join(pieces)) and len(reply) > len("".join(pieces))
+        assert cached(STORY)[0] == reply and is_cache_hit(cached.history[-1])
+    finally:
+        dspy.cache = old

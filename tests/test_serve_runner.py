@@ -108,6 +108,45 @@ def test_a_stopped_question_leaves_the_queue_or_gives_its_slot_back_and_stops_at
     assert "rag serve: cancelled a question while running (2 step(s) done, before answer" in err
 
 
+def test_a_stopped_question_stops_the_model_call_under_way(index, capsys):
+    """STREAMED's answerer writes half of its answer and waits there (its stream gate stays closed), as a long
+    generation goes on. Stopped then, the call under way ends at the model's next piece (``Cancelled``, through the
+    listener's ``cancelled`` check, as the embedded model stops at its next token), not when the model would have
+    finished: the runner holds no place for it a moment later; the question ends cancelled, its answer step in the
+    trace marked as stopped while the model wrote; no further model call is made, and the next question is answered."""
+    gate, stream_gate = threading.Event(), threading.Event()
+    gate.set()
+    lms = scripted_lms(gate, stream_gate)
+    runner = Runner(scripted_programs(index, lms))
+
+    async def scenario() -> tuple[Job, float, dict]:
+        j = job(STREAMED)
+        runner.submit(j)
+        await until(j, "token")
+        runner.drop(j)
+        start = time.monotonic()
+        await settle(runner, 0, timeout=10)
+        stopped_in = time.monotonic() - start
+        after = job(ANSWERABLE)
+        runner.submit(after)
+        return j, stopped_in, await until(after, "done")
+
+    try:
+        j, stopped_in, done = asyncio.run(scenario())
+    finally:
+        stream_gate.set()
+        runner.shutdown()
+    assert stopped_in < 2.0  # the scripted model would have waited 30 s for its gate
+    assert j.state == "cancelled" and j.trace.outcome == "cancelled" and done["citations"]
+    assert [s.node for s in j.trace.steps] == ["retrieve", "grade", "answer"]
+    assert "stopped while the model was writing" in j.trace.steps[-1].notes
+    entry = runner.log[-1]
+    assert (entry["question"], entry["while"], entry["steps"], entry["stopped_before"]) == \
+        (STREAMED, "running", ["retrieve", "grade", "answer"], None)
+    assert sum(STREAMED in prompt for prompt in lms["answerer"].calls) == 1  # nothing after the cut call
+    assert "rag serve: cancelled a question while running (3 step(s) done, after" in capsys.readouterr().err
+
+
 def test_the_trace_of_a_stopped_question_ends_cancelled(index):
     gate = threading.Event()
     runner = Runner(scripted_programs(index, scripted_lms(gate)))

@@ -6,7 +6,8 @@
 - ``rag.lm.limits`` / ``rag.usage.ledger`` / ``rag.usage.pricing``: free-tier limits, usage ledger, list prices
 - ``rag.usage.calls``: ``record_calls()`` -> per-call ``LMCall`` (model, tokens, cost, latency) for traces
 - ``rag.lm.fit`` / ``rag.lm.wire``: context-window fitting; Request/Response plumbing
-- ``rag.lm.streaming``: a per-thread listener the embedded engine feeds the text to as it writes (rag serve)
+- ``rag.lm.streaming``: a per-thread listener both engines feed the text to as the model writes, which can stop the
+  call (rag serve)
 
 Nothing is imported here, so ``import rag.lm`` stays cheap for the CLI.
 """

@@ -17,6 +17,9 @@ gives DSPy a model that needs no key and no network. The embedded models ship in
   on the response (``Response.adaptations`` and ``provider_data["sieve"]["notes"]``).
 - Inside ``rag.lm.streaming.listen(on_text)`` each piece of text is passed to ``on_text`` as the model writes
   it (:func:`_listened`): the same llama.cpp call, so the same reply, usage and notes as without a listener.
+  With ``listen(..., cancelled=check)`` the generation ends at the next token once ``check()`` is true (a
+  stopping criterion, llama-cpp-python's own way to end a generation early) and the call raises
+  ``rag.errors.Cancelled``; the model and its KV cache stay as any finished call leaves them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, response_to_events
 
-from rag.errors import ModelError
+from rag.errors import Cancelled, ModelError
 from rag.lm import drafting, probe, sampling, streaming
 from rag.lm.fit import fit_messages
 from rag.lm.wire import SUPPORTED_PARAMS, ThreadedAsyncEngine, build_response, chat_messages, output_format
@@ -294,13 +297,20 @@ def _listened(llama: Any, kwargs: dict[str, Any], listener: streaming.Listener) 
     reply, its usage and its finish reason are those of the call without a listener, and the pieces join to the text
     the model wrote: each token decoded as llama-cpp-python decodes the whole (UTF-8, undecodable bytes dropped), an
     end-of-generation token left out, text that may begin a stop sequence held back until it cannot, nothing from a
-    stop sequence on. A listener that raises is told nothing more; the call goes on."""
+    stop sequence on. A listener that raises is told nothing more; the call goes on.
+
+    ``listener.cancelled``, when given, is asked after each token is sampled, as a stopping criterion of
+    ``llama.generate`` (llama-cpp-python's hook for ending a generation early, beside those a chat format sets): once it
+    says True the generator returns there, before that token is evaluated, and the call returns whatever it holds, as a
+    stop sequence or ``max_tokens`` end it: the tokens llama.cpp evaluated are exactly those the KV cache holds, so the
+    next call reuses the shared prefix as always. Then :class:`rag.errors.Cancelled` is raised; nothing more is passed
+    on."""
     import llama_cpp
 
     stops = [s for s in (kwargs.get("stop") or ()) if s]
     inner = llama.generate
     decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
-    state = {"text": "", "sent": 0, "stopped": False, "deaf": False}
+    state = {"text": "", "sent": 0, "stopped": False, "deaf": False, "tokens": 0, "cancelled": False}
 
     def tell(final: bool = False) -> None:
         text = state["text"]
@@ -319,9 +329,16 @@ def _listened(llama: Any, kwargs: dict[str, Any], listener: streaming.Listener) 
                 state["deaf"] = True
                 log.warning("embedded model: the text listener failed; it is told nothing more", exc_info=True)
 
+    def cancel(input_ids: Any, logits: Any) -> bool:
+        state["cancelled"] = state["cancelled"] or listener.cancel_requested()
+        return state["cancelled"]
+
     def generate(tokens: Any, *args: Any, **kw: Any) -> Iterator[int]:
         vocab = llama._model.vocab
+        if listener.cancelled is not None:
+            kw["stopping_criteria"] = llama_cpp.StoppingCriteriaList([*(kw.get("stopping_criteria") or ()), cancel])
         for token in inner(tokens, *args, **kw):
+            state["tokens"] += 1
             if not state["stopped"] and not llama_cpp.llama_vocab_is_eog(vocab, token):
                 state["text"] += decoder.decode(llama.detokenize([token]))
                 tell()
@@ -338,6 +355,9 @@ def _listened(llama: Any, kwargs: dict[str, Any], listener: streaming.Listener) 
         out = llama.create_chat_completion(**kwargs)
     finally:
         llama.generate = inner
+    if state["cancelled"]:
+        log.info("embedded model: the call was stopped by its caller after %d token(s)", state["tokens"])
+        raise Cancelled(f"the embedded model's reply was stopped by the caller after {state['tokens']} token(s)")
     if not state["stopped"]:
         state["text"] += decoder.decode(b"", final=True)
         tell(final=True)
@@ -384,6 +404,7 @@ class LlamaCppEngine:
         listener = streaming.current()
         started = time.perf_counter()
         with lock:
+            streaming.raise_if_cancelled(listener, request.model)  # stopped while it waited for the model
             try:
                 fit = fit_messages(chat_messages(request), self.count_tokens, self.n_ctx - max_tokens)
             except ValueError as exc:

@@ -1,12 +1,18 @@
 """The text of a model's reply as it is written: a listener for the calls made in one thread, and a reader that
 pulls one output field's value out of a reply that is still growing.
 
-``with listen(on_text, on_call=...)``: within the block, an engine that can stream (the embedded one,
-``rag.lm.local``) passes each piece of text the model writes to ``on_text(delta)``, and calls ``on_call()`` when a
-call starts (a reply's pieces join to that call's text). The listener is a context variable: thread- and
-task-local, so only the calls made inside the block, on this thread, are heard. Without a listener an engine runs
-exactly as it always has. An engine that cannot stream (hosted models, the DSPy cache) calls neither: the reply
-arrives whole, as before.
+``with listen(on_text, on_call=..., cancelled=...)``: within the block, an engine passes each piece of text the model
+writes to ``on_text(delta)``, and calls ``on_call()`` when a call (or a hosted call's next attempt) starts: a reply's
+pieces join to the text of the call since its last ``on_call``. The listener is a context variable: thread- and
+task-local (``asyncio.to_thread`` carries it into the async engines' worker threads), so only the calls made inside
+the block, on this thread, are heard. Both of Sieve's engines stream: the embedded one (``rag.lm.local``) reads
+llama.cpp's tokens as they are generated, the hosted one (``rag.lm.groq``, Groq or any OpenAI-compatible server)
+asks the server for a stream. Without a listener each runs exactly as it always has. What cannot stream (the DSPy
+cache, a LiteLLM model string) calls neither: the reply arrives whole, as before.
+
+``cancelled()``, when given, is asked before a call starts and at every token (embedded) or streamed piece (hosted):
+once it says True the generation ends there (llama.cpp stops at its next token, the hosted stream is closed) and the
+call raises ``rag.errors.Cancelled``; the cut reply is thrown away, never cached.
 
 ``FieldStream("answer")`` reads what a reply holds so far of one field, in either of the shapes DSPy's adapters ask
 for: a JSON object (``{"cited_ids": [...], "answer": "It wraps [with#000]..."}``, escapes decoded) or the chat
@@ -17,24 +23,43 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from rag.errors import Cancelled
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Listener:
     on_text: Callable[[str], None]
     on_call: Callable[[], None] | None = None
+    cancelled: Callable[[], bool] | None = None
+
+    def cancel_requested(self) -> bool:
+        """Whether the caller stopped the call; False when there is no ``cancelled`` or it fails (logged)."""
+        if self.cancelled is None:
+            return False
+        try:
+            return bool(self.cancelled())
+        except Exception:  # noqa: BLE001 - a faulty check must not cost the answer
+            log.warning("the cancel check failed; it is asked nothing more", exc_info=True)
+            object.__setattr__(self, "cancelled", None)  # once, not at every token
+            return False
 
 
 _LISTENER: contextvars.ContextVar[Listener | None] = contextvars.ContextVar("sieve_text_listener", default=None)
 
 
 @contextlib.contextmanager
-def listen(on_text: Callable[[str], None], on_call: Callable[[], None] | None = None) -> Iterator[Listener]:
-    """Within the block, streaming engines pass the text they generate to ``on_text`` (thread- and task-local)."""
-    listener = Listener(on_text, on_call)
+def listen(on_text: Callable[[str], None], on_call: Callable[[], None] | None = None,
+           cancelled: Callable[[], bool] | None = None) -> Iterator[Listener]:
+    """Within the block, streaming engines pass the text they generate to ``on_text`` and stop a call once
+    ``cancelled()`` says so (thread- and task-local)."""
+    listener = Listener(on_text, on_call, cancelled)
     token = _LISTENER.set(listener)
     try:
         yield listener
@@ -45,6 +70,12 @@ def listen(on_text: Callable[[str], None], on_call: Callable[[], None] | None = 
 def current() -> Listener | None:
     """The listener of this thread or task, if any."""
     return _LISTENER.get()
+
+
+def raise_if_cancelled(listener: Listener | None, what: str) -> None:
+    """Raise ``rag.errors.Cancelled`` (saying ``what`` was stopped) when ``listener``'s caller stopped the call."""
+    if listener is not None and listener.cancel_requested():
+        raise Cancelled(f"{what}: stopped by the caller")
 
 
 # ---------------------------------------------------------------------------------------------- reading a field

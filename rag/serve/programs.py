@@ -154,6 +154,19 @@ class Programs:
                                                                "reranker")}}
 
     # ---------------------------------------------------------------- passages
+    def with_texts(self, answer: dict[str, Any], program: Program) -> dict[str, Any]:
+        """``answer`` (``prediction_to_dict``) with each passage's text (its sources, uncited and closest passages),
+        for the page's source cards: a preview, and the whole passage on request. The texts come from the index the
+        program searched; a SQL result, or an id that index does not hold, gets none."""
+        index = getattr(getattr(program.agent, "retriever", None), "index", None) or self.index()
+        by_id = getattr(index, "by_id", None) or {}
+
+        def with_text(source: dict[str, Any]) -> dict[str, Any]:
+            chunk = None if "sql" in source else by_id.get(source.get("chunk_id"))
+            return {**source, "text": chunk.text} if chunk is not None else source
+
+        return {**answer, **{k: [with_text(s) for s in answer.get(k) or []] for k in ("sources", "uncited", "closest")}}
+
     def index(self) -> Any:
         """The index that questions are answered from (loaded here when no program has been built yet)."""
         if self._index is None:

@@ -10,11 +10,12 @@ A job's events, in order (each a ``(kind, data)`` pair, sent to the page as serv
 ``start``    a node began: ``{"index", "node"}``
 ``token``    the answer node's answer as the model has written it so far: ``{"index", "text"}`` (the whole text so far, not
              a piece; at most every ``TOKEN_EVERY_S``, and once more when the field is complete or the next node
-             starts). Only from a model that streams (the embedded one, ``rag.lm.streaming``): a hosted model or a
-             cached answer sends none. The ``step`` and ``done`` events that follow are what the agent made of it
-             (citations checked, text cleaned)
+             starts). Only from a model that streams (the embedded one and Groq/OpenAI-compatible ones,
+             ``rag.lm.streaming``): a cached answer or a LiteLLM model string sends none. The ``step`` and ``done`` events
+             that follow are what the agent made of it (citations checked, text cleaned)
 ``step``     a node finished: its ``rag.agent.trace.Step`` as a dict, plus ``index``
-``done``     the prediction (``rag.agent.module.prediction_to_dict``) with the program description
+``done``     the prediction (``rag.agent.module.prediction_to_dict``), its passages with their text (``Programs.with_texts``),
+             with the program description
 ``error``    ``{"message"}``: one line, as the CLI would print it
 
 Steps are seen through ``rag.agent.trace.observe``: the agent adds a step when its node starts, so when a step is added
@@ -31,8 +32,10 @@ queue of at most ``max_waiting``; past that ``submit`` raises ``QueueFull`` (HTT
 
 A request whose client has gone away (Stop on the page, a new question from it, a closed page) ``drop``s its job:
 a queued one leaves the queue at once; a running one gives its worker slot back at once, so the next question
-starts, and stops when its next node starts (``Abandoned``): no further model call is made for it, while the call
-already under way finishes in the background (it still counts against the queue's capacity until then). A job
+starts, and stops when its next node starts (``Abandoned``): no further model call is made for it. The call already
+under way stops too (the listener's ``cancelled`` check, ``rag.lm.streaming``): the embedded model at its next token,
+a hosted model's stream when its next piece arrives, raising ``rag.errors.Cancelled``; an engine that cannot stop (a
+LiteLLM model string) finishes it in the background, the job counting against the queue's capacity until then. A job
 stopped while running ends with state ``cancelled``, its trace's outcome ``"cancelled"``, an entry in
 ``Runner.log`` and one line on stderr.
 """
@@ -53,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.agent.trace import Step, Trace, observe
-from rag.errors import SieveError
+from rag.errors import Cancelled, SieveError
 from rag.lm import streaming
 from rag.serve.programs import Programs
 
@@ -307,7 +310,7 @@ class Runner:
                 job.node, job.node_started = step.node, time.monotonic()
                 job.emit("start", {"index": len(trace.steps) - 1, "node": step.node})
 
-            with observe(on_step), streaming.listen(answer.on_text, answer.on_call):
+            with observe(on_step), streaming.listen(answer.on_text, answer.on_call, cancelled=lambda: job.cancelled):
                 pred = program.agent(question=job.question, history=job.history or None)
             job.trace = pred.trace
             if job.cancelled:  # its last node was under way: the answer goes nowhere
@@ -316,8 +319,10 @@ class Runner:
             job.node = None
             job.emit("step", _step(pred.trace, len(pred.trace.steps) - 1))
             job.state = "done"  # before the event: the request drops its job when it has the answer
-            job.emit("done", {**prediction_to_dict(pred), **described})
-        except Abandoned:
+            job.emit("done", {**self.programs.with_texts(prediction_to_dict(pred), program), **described})
+        except (Abandoned, Cancelled) as exc:  # Cancelled: the model call under way was cut (rag.lm.streaming)
+            if isinstance(exc, Cancelled) and job.trace is not None and job.trace.steps:
+                job.trace.steps[-1].notes.append("stopped while the model was writing")
             with self._cond:
                 self._cancelled(job, job.trace)
         except SieveError as exc:

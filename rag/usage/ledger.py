@@ -77,7 +77,7 @@ class Ledger:
 
     def record(self, *, model: str, status: str, input_tokens: int = 0, output_tokens: int = 0,
                cost_usd: float | None = None, latency_s: float | None = None) -> None:
-        """Append one attempt (``status``: ok, rate_limited, server_error, timeout, quota_exhausted, error)."""
+        """Append one attempt (``status``: ok, rate_limited, server_error, timeout, quota_exhausted, cancelled, error)."""
         now = time.time()
         day = dt.datetime.fromtimestamp(now, dt.timezone.utc).date().isoformat()
         row = (now, day, model, status, int(input_tokens or 0), int(output_tokens or 0), cost_usd, latency_s)
