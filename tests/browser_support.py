@@ -1,6 +1,7 @@
 """What the Chromium tests of the rag serve page share: Playwright in Debian's chromium (skipped, with the install
 command, where either is missing), the launch flags for a closed network, one browser per module, a page that
-fails its test on a dialog (and, strict, on any JavaScript error, console error or HTTP error), and screenshots."""
+fails its test on a dialog (and, strict, on any JavaScript error, console error or HTTP error), screenshots, and an
+axe-core check (no serious or critical violation)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,19 @@ def contrasts(page: Any, selector: str) -> dict[str, float]:
 
 def completed_nodes(page: Any) -> list[str]:
     return page.eval_on_selector_all("#timeline li.step:not(.pending)", "els => els.map(e => e.dataset.node)")
+
+
+# ---------------------------------------------------------------- axe-core
+SERIOUS = ("serious", "critical")
+# every animation that ends (the steps' fade-in, not a running spinner) has ended
+FINISHED = "document.getAnimations().every((a) => a.effect.getTiming().iterations === Infinity || a.playState === 'finished')"
+
+
+def axe_check(page, where: str) -> None:
+    """axe-core (axe-playwright-python's bundled axe.min.js) over the page as it is: no serious or critical violation."""
+    axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python")
+    page.wait_for_function(FINISHED)  # a step fading in (opening the folded trace replays it) is not low contrast
+    results = axe.Axe().run(page)
+    found = [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']]} - {v['help']}"
+             for v in results.response["violations"] if v["impact"] in SERIOUS]
+    assert not found, f"axe on {where}:\n" + "\n".join(found)

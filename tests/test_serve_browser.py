@@ -167,10 +167,22 @@ def test_the_evaluation_browser_shows_the_runs_and_their_metric_table(page, shot
 
 
 def test_untrusted_text_is_shown_as_text_and_never_runs(page):
-    """The indexed document's title and text, the grader's reason and the answer carry <script> and <img onerror>."""
+    """The indexed document's title and text, the grader's reason and the answer carry <script> and <img onerror>:
+    the answer (plain text, its citations the only elements in it), the source card's title, preview and whole text,
+    the passage dialog and the trace show them as text."""
     page.fill("#question", XSS)
     page.click("#ask-btn")
     page.wait_for_selector("#answer")
+    assert page.locator("#answer .answer-text *:not(.cite):not(button.chunk)").count() == 0
+    card = page.locator(f"#answer li.source-card[data-chunk='{TRICKY_ID}']")
+    preview = card.locator(".card-preview").inner_text()
+    assert '<img src=x onerror="window.__xss = \'img\'">' in preview and '<script>window.__xss = "text"</script>' in preview
+    assert card.locator(".card-title").inner_text() == 'Swallows <script>window.__xss = "title"</script>'
+    card.locator("button.card-toggle").click()
+    whole = card.locator(".card-text").inner_text()
+    assert '<img src=x onerror="window.__xss = \'img\'">' in whole and '<script>window.__xss = "text"</script>' in whole
+    assert '<script>window.__xss = "title"</script>' in card.locator(".card-text .passage-heading").inner_text()
+    assert card.locator(".card-text *:not(.passage-heading)").count() == 0 and page.evaluate("window.__xss") is None
     page.click(f"#answer .answer-text button.chunk[data-chunk='{TRICKY_ID}']")
     page.wait_for_function("document.querySelector('#passage-text').textContent.includes('onerror')")
     assert page.evaluate("window.__xss") is None

@@ -164,17 +164,14 @@ def _print_review(file: Path) -> None:
 def _chunks(file: Path, index_dir: Optional[Path]) -> Optional[list]:
     """The chunks of ``--index-dir``, else of the index the items were drafted from (a warning, and None, when that
     one cannot be opened), else None."""
-    import json
-
     from rag.config import load_settings
+    from rag.curate.review import drafted_index
     from rag.index.store import Index
 
     if index_dir is not None:
         return list(Index.load(index_dir, load_settings({"index_dir": index_dir})).chunks)
-    first = next((line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()), "")
-    try:
-        recorded = Path(json.loads(first)["draft"]["index"])
-    except (ValueError, KeyError, TypeError):
+    recorded = drafted_index(file)
+    if recorded is None:
         return None  # not a drafted set: no index to read
     try:
         return list(Index.load(recorded, load_settings({"index_dir": recorded})).chunks)

@@ -29,6 +29,9 @@ def serve_cmd(
     queue: int = typer.Option(8, "--queue", min=0, help="Questions that may wait for the model; more get HTTP 503."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the DSPy LM cache."),
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, for every configuration."),
+    review: Optional[Path] = typer.Option(None, "--review", readable=False, help="A golden set JSONL (rag golden draft "
+                                          "wrote it) to review on the page, in a Review tab: each decision is "
+                                          "written into it at once. Without it the server writes no file."),
 ) -> None:
     """Serve a web page to ask questions and watch each decision stream in (retrieve, grade, rewrite, answer or
     refuse), and to browse evaluation runs and compiled artifacts. JSON API under /api/ (docs/guides/web.md).
@@ -40,8 +43,10 @@ def serve_cmd(
         rag serve --port 8080 --runs ~/.cache/sieve/runs
 
         rag serve --config hybrid --set answerer_model=groq/openai/gpt-oss-120b
+
+        rag serve --review mine.jsonl               # review a drafted golden set in the Review tab
     """
-    for path, flag in ((runs, "--runs"), (golden, "--golden"), (index_dir, "--index-dir")):
+    for path, flag in ((runs, "--runs"), (golden, "--golden"), (index_dir, "--index-dir"), (review, "--review")):
         check_readable(path, flag)  # before anything loads or binds
     from rag.lm.configure import configure_dspy
 
@@ -52,11 +57,14 @@ def serve_cmd(
         raise SieveError(f"rag serve needs {exc.name}: pip install fastapi uvicorn (or reinstall Sieve: "
                          "pip install -e .)") from None
     from rag.serve import build_app, check_runs
+    from rag.serve.goldenview import check_review
     from rag.serve.server import serve_forever
 
     check_runs(runs)  # before anything loads or binds
+    check_review(review)
     clean_warnings()
     pairs = [*(sets or []), *([f"index_dir={index_dir}"] if index_dir else []), *(["cache=false"] if no_cache else [])]
     configure_dspy(settings_from(pairs))
-    serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue, host=host),
+    serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue, host=host,
+                                    review=review),
                   host, port)

@@ -28,6 +28,7 @@ MAX_REVIEW_PASSAGES = 5  # gold and seed passages shown to the reviewing model
 REVIEW_PASSAGE_CHARS = 2000  # of one passage shown to the reviewing model
 SAME_REVIEWER = ("the automatic review runs on {model}, the model that drafted these items; set judge_model to another "
                  "model for an independent review")
+EDITABLE = ("question", "reference_answer")  # what a human's edit may change (the old wording goes to edited_from)
 _REPLIES = {"a": "accept", "e": "edit", "r": "reject", "s": "skip", "q": "quit"}
 
 
@@ -59,9 +60,15 @@ def keep_reviewed(items: list[GoldenItem], where: str | Path = "the golden set",
     return kept
 
 
-class _ReviewFile:
-    """The records of a golden file under review; :meth:`save` rewrites it atomically with every decision so far,
-    and refuses when someone else changed it since it was read or last saved."""
+class FileChanged(InputError):
+    """The golden file changed on disk since it was read (another review, in the terminal or on the page, or
+    ``rag golden draft`` / ``--auto`` writing it): nothing was written over it (the web API answers 409)."""
+
+
+class ReviewFile:
+    """The records of a golden file under review; :meth:`save` rewrites it atomically with every decision so far
+    (:func:`write_records`), and refuses (:class:`FileChanged`) when someone else changed it since it was read or
+    last saved."""
 
     def __init__(self, path: str | Path, missing: str) -> None:
         self.path = Path(path).expanduser()
@@ -73,12 +80,47 @@ class _ReviewFile:
 
     def save(self) -> None:
         if _stamp(self.path) != self.stamp:
-            raise InputError(f"{self.path} changed while it was being reviewed (is rag golden draft, or another review, "
-                             "still writing it?); the decisions before this one are saved; run rag golden review again")
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records), encoding="utf-8")
-        os.replace(tmp, self.path)
+            raise FileChanged(f"{self.path} changed while it was being reviewed (is rag golden draft, or another "
+                              "review, still writing it?); the decisions before this one are saved; run rag golden "
+                              "review again")
+        write_records(self.path, self.records)
         self.stamp = _stamp(self.path)
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Rewrite a golden file atomically: every record as one JSON line into ``FILE.tmp``, then moved over ``path``,
+    so a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def apply_human_decision(rec: dict[str, Any], decision: str, *, question: str | None = None,
+                         reference_answer: str | None = None) -> str:
+    """Apply a human's ``decision`` (accept, edit or reject) to the record ``rec``, as the terminal review and the
+    page both do: ``review`` and ``reviewed_by: "human"`` are set, the model's reason and note are dropped (its
+    decision stays in ``auto_review``). An edit takes the new ``question`` and ``reference_answer`` (stripped; blank
+    or None keeps the current one) and keeps the wording it replaced in ``edited_from``; an edit that changes
+    nothing is an accept. An item edited before keeps its first wording in ``edited_from``: accepting it keeps it
+    as an edit, and an edit back to that wording is an accept. Returns the decision written."""
+    if decision not in REVIEWS:
+        raise InputError(f"decision: must be one of {', '.join(REVIEWS)}, got {decision!r:.40}")
+    current = {k: rec.get(k) or "" for k in EDITABLE}
+    before = rec.get("edited_from")
+    first = {k: before.get(k) or "" for k in EDITABLE} if isinstance(before, dict) else current
+    if decision == "edit":
+        given = {"question": question, "reference_answer": reference_answer}
+        rec.update({k: (given[k] or "").strip() or v for k, v in current.items()})
+    if decision != "reject":
+        decision = "accept" if {k: rec.get(k) or "" for k in EDITABLE} == first else "edit"
+        if decision == "edit":
+            rec["edited_from"] = first
+        else:
+            rec.pop("edited_from", None)
+    for stale in ("review_reason", "review_note"):  # the model's reason stays in auto_review
+        rec.pop(stale, None)
+    rec.update(review=decision, reviewed_by=HUMAN)
+    return decision
 
 
 def review_golden(path: str | Path, *, ask: Callable[[str], str], show: Callable[[str], None],
@@ -92,7 +134,7 @@ def review_golden(path: str | Path, *, ask: Callable[[str], str], show: Callable
     decision. ``ask``/``show`` are typer.prompt/typer.echo in the CLI; ``passages(ids)`` gives (id, title, text). A
     reply that is none of the letters is asked again, ``max_tries`` times at most, then ends the session. Returns the
     count per decision."""
-    file = _ReviewFile(path, "no such golden file: give the JSONL file rag golden draft wrote")
+    file = ReviewFile(path, "no such golden file: give the JSONL file rag golden draft wrote")
     todo = [r for r in file.records if reviewer_kind(r) != HUMAN][:max_items]
     done: Counter[str] = Counter()
     for n, rec in enumerate(todo, 1):
@@ -113,17 +155,23 @@ def review_golden(path: str | Path, *, ask: Callable[[str], str], show: Callable
         if reply == "skip":
             done["skip"] += 1
             continue
-        if reply == "edit":
-            old = {k: rec.get(k) or "" for k in ("question", "reference_answer")}
-            new = {k: ask(f"{k.replace('_', ' ')} (Enter keeps it)").strip() or v for k, v in old.items()}
-            reply = "accept" if new == old else "edit"
-            rec.update({**new, **({"edited_from": old} if reply == "edit" else {})})
-        for stale in ("review_reason", "review_note"):  # the model's reason stays in auto_review
-            rec.pop(stale, None)
-        rec.update(review=reply, reviewed_by=HUMAN)
+        edits = {k: ask(f"{k.replace('_', ' ')} (Enter keeps it)") for k in EDITABLE} if reply == "edit" else {}
+        reply = apply_human_decision(rec, reply, **edits)
         file.save()
         done[reply] += 1
     return done
+
+
+def drafted_index(path: str | Path) -> Path | None:
+    """The index the items of a drafted golden file were drafted from (its first item's ``draft.index``, as
+    ``rag golden draft`` records it; where both reviews read the passages from); None for a set that records none
+    (written by hand)."""
+    text = Path(path).expanduser().read_text(encoding="utf-8")
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        return Path(json.loads(first)["draft"]["index"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def review_prompt_version() -> str:
@@ -193,7 +241,7 @@ def auto_review_golden(path: str | Path, *, lm: Any, model: str, chunks: Iterabl
     if not model or model == HUMAN:
         raise InputError(f"the reviewing model needs a name other than {HUMAN!r} (reviewed_by tells a human's decision "
                          "from a model's); set judge_model to the model's spec")
-    file = _ReviewFile(path, "no such golden file: give the JSONL file rag golden draft wrote")
+    file = ReviewFile(path, "no such golden file: give the JSONL file rag golden draft wrote")
     by_id = {c.id: c for c in chunks}
     result = AutoReview(model=model)
     todo = []

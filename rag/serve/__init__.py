@@ -4,6 +4,8 @@ and compiled artifacts.
 - ``programs``  named configurations and artifact choices, the programs built for them (as ``rag ask`` builds them)
 - ``stream``    questions as jobs: the bounded queue, the worker, the events of each step
 - ``evalview``  runs and artifacts as JSON, through rag.report.analysis, rag.report.markdown, rag.report.compare and rag.report.plots
+- ``recordings`` eval runs' answers to a question, played back by the page when the server is busy or loading
+- ``goldenview`` ``rag serve --review FILE``: a golden set's items, one at a time, and a human's decisions written to FILE
 - ``app``       the FastAPI app: the page and the JSON API
 - ``server``    uvicorn on a bound socket, in the foreground or on a thread
 - ``static/``   the page: HTML, CSS and JavaScript modules, served as they are
@@ -55,14 +57,17 @@ def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, 
 
 
 def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config: str = "full",
-              golden: Path | None = None, workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1") -> Any:
+              golden: Path | None = None, workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1",
+              review: Path | None = None) -> Any:
     """The app ``rag serve`` runs: the real programs (built on first use), runs under ``runs`` (default
     ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``; ``host`` is the address it listens
-    on (the Host names it answers for, rag.serve.guard)."""
+    on (the Host names it answers for, rag.serve.guard); ``review`` the golden file of the Review tab (none
+    without it: the server writes no file)."""
     from rag.paths import golden_path
     from rag.report.runset import default_paths
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
+    from rag.serve.goldenview import GoldenReview
     from rag.serve.programs import Programs
 
     check_runs(runs)
@@ -71,5 +76,6 @@ def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config
     golden = golden_path(golden)
     browser = RunBrowser(runs or default_paths()[0], golden_dir=Path(golden).parent,
                          artifacts_dir=Path(settings.artifacts_dir))
+    reviewing = GoldenReview(review, index=programs.index) if review is not None else None
     return create_app(programs, browser, examples=example_questions(golden), workers=workers,
-                      max_waiting=max_waiting, host=host)
+                      max_waiting=max_waiting, host=host, review=reviewing)

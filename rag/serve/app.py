@@ -6,10 +6,14 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
     POST /api/stream                  the same body; the answer as server-sent events, one per step (the page uses it)
     GET  /api/stream?question=&config=&artifact=&history=   the same, the history as URL-encoded JSON
     GET  /api/chunk?id=               a passage: text, title, source, part n of m of its document
+    GET  /api/recording?question=&config=   a recorded run of the question, to play back (rag.serve.recordings)
     GET  /api/runs                    the eval runs found; /api/runs/{name} one run in detail
     GET  /api/metrics?run=A&run=B     the metric table across runs
     GET  /api/plots/{kind}.png?run=A  a rag.report.plots figure (metrics, latency, steps)
     GET  /api/artifacts               compiled artifacts: scores before/after, instructions and demos
+    GET  /api/review                  rag serve --review FILE: its items, their review state, the counts (goldenview)
+    GET  /api/review/item?id=         one item with its passages and the model's proposal
+    POST /api/review/decide           {"id", "decision", "version", "question"?, "reference_answer"?}: written to FILE
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
 ``MAX_BODY`` bytes. ``history`` is a follow-up's conversation, its earlier turns oldest first (``[{"question",
@@ -17,7 +21,8 @@ Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Re
 follow-up from the last ``history_turns`` of them (rag.agent.conversation). The server keeps no conversation: each
 request brings its own. Everything the page shows of documents, questions and model output is inserted as text.
 Only the page itself and clients on this machine may use the API: ``rag.serve.guard`` refuses other hosts (421),
-other origins (403) and POST bodies that are not JSON (415). A question whose client hangs up (the page's Stop
+other origins (403) and POST bodies that are not JSON (415). A review decision on a golden file that changed since its
+item was shown is refused (409), never written over the change. A question whose client hangs up (the page's Stop
 aborts its request) is dropped (``Runner.drop``), whether it waits in the queue or runs: it leaves the queue, or gives
 its worker slot to the next question and stops at its next node.
 """
@@ -34,13 +39,17 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.agent.module import MAX_QUESTION_CHARS
+from rag.curate.review import FileChanged
 from rag.errors import BadRequest, NotFound, SieveError
 from rag.serve.evalview import RunBrowser
+from rag.serve.goldenview import DECISION_SHAPE, GoldenReview
 from rag.serve.guard import Guard
 from rag.serve.programs import AUTO, Programs
+from rag.serve.recordings import find, recording
 from rag.serve.stream import Job, QueueFull, Runner, sse
 
 STATIC = Path(__file__).parent / "static"
@@ -174,8 +183,10 @@ def connected(request: Request, loop: asyncio.AbstractEventLoop, timeout: float 
 
 
 def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[str, Any]] | None = None,
-               workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1") -> FastAPI:
-    """The app; ``host`` is the address ``rag serve`` listens on (``--host``): the Host names it answers for."""
+               workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1",
+               review: GoldenReview | None = None) -> FastAPI:
+    """The app; ``host`` is the address ``rag serve`` listens on (``--host``): the Host names it answers for;
+    ``review`` the golden file of ``rag serve --review`` (without it the review endpoints answer 404)."""
     runner = Runner(programs, workers=workers, max_waiting=max_waiting)
 
     @asynccontextmanager
@@ -197,6 +208,10 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     async def not_found(request: Request, exc: NotFound) -> JSONResponse:
         return error(404, str(exc))
 
+    @app.exception_handler(FileChanged)
+    async def changed(request: Request, exc: FileChanged) -> JSONResponse:
+        return error(409, str(exc))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
@@ -214,12 +229,19 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     # ---------------------------------------------------------------- ask
+    def recorded(shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The examples, each with what its recording is (date, configuration, models) or None: the page offers it
+        while the model loads, without asking for recordings that are not there."""
+        found = find(browser.folders(), [e["question"] for e in shown], programs.default_config, full=False)
+        return [{**e, "recording": found.get(e["question"].strip())} for e in shown]
+
     @app.get("/api/info")
     def info() -> dict[str, Any]:
         return {"configs": programs.configs(), "default_config": programs.default_config,
-                "artifacts": programs.artifacts(), "examples": examples or [], "runs_dir": str(browser.root),
+                "artifacts": programs.artifacts(), "examples": recorded(examples or []), "runs_dir": str(browser.root),
                 "max_question_chars": MAX_QUESTION_CHARS, "max_waiting": max_waiting,
-                "max_history_turns": MAX_HISTORY_TURNS, "max_history_chars": MAX_HISTORY_CHARS}
+                "max_history_turns": MAX_HISTORY_TURNS, "max_history_chars": MAX_HISTORY_CHARS,
+                "review": review.info() if review else None}
 
     def job_for(request: Request, question: Any, config: Any, artifact: Any, history: Any = None) -> Job:
         if not isinstance(question, str) or not question.strip():
@@ -313,6 +335,18 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
         """As GET /api/stream, the parameters in a JSON body: a conversation does not have to fit in a URL."""
         return event_stream(await body_job(request))
 
+    @app.get("/api/recording")
+    def recorded_run(question: str = Query(..., max_length=MAX_QUESTION_CHARS),
+                     config: str | None = Query(None, max_length=200)) -> dict[str, Any]:
+        """A recorded run of ``question`` (an eval run's record), ``config``'s first; 404 when there is none."""
+        if not text_field("question", question).strip():
+            raise BadRequest("question: required, a non-empty string")
+        found = recording(browser.folders(), question, config or None)
+        if found is None:
+            raise NotFound(f"no recorded run of this question among the eval runs under {browser.root}; rag eval "
+                           "records the golden questions it answers")
+        return found
+
     @app.get("/api/chunk")
     def chunk(id: str = Query(..., max_length=1000)) -> dict[str, Any]:
         return programs.chunk(id)
@@ -337,6 +371,29 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
     @app.get("/api/artifacts")
     def artifacts() -> dict[str, Any]:
         return {"artifacts": browser.artifacts()}
+
+    # ---------------------------------------------------------------- the review of a golden set (--review FILE)
+    def reviewed() -> GoldenReview:
+        if review is None:
+            raise NotFound("no golden set to review here: start the server with rag serve --review FILE")
+        return review
+
+    @app.get("/api/review")
+    def review_listing() -> dict[str, Any]:
+        return reviewed().listing()
+
+    @app.get("/api/review/item")
+    def review_item(id: str = Query(..., max_length=1000)) -> dict[str, Any]:
+        return reviewed().item(id)
+
+    @app.post("/api/review/decide")
+    async def review_decide(request: Request) -> dict[str, Any]:
+        golden = reviewed()  # 404 before the body is read
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"the body is not JSON ({exc}); send {DECISION_SHAPE}") from None
+        return await run_in_threadpool(golden.decide, body)
 
     return app
 

@@ -1,10 +1,17 @@
 // The JSON API (README, "rag serve"): errors come back as {"error": "..."}.
 
+// An error with the HTTP status it came with (a 503, the queue full, can be answered with a recorded run: playback.js).
+function failed(message, status) {
+  const error = new Error(message);
+  error.status = status;
+  return error;
+}
+
 export async function getJSON(url, options) {
   const response = await fetch(url, options);
   let body;
   try { body = await response.json(); } catch { body = { error: `HTTP ${response.status}` }; }
-  if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+  if (!response.ok) throw failed(body.error || `HTTP ${response.status}`, response.status);
   return body;
 }
 
@@ -19,7 +26,7 @@ export async function streamEvents(url, onEvent, signal, body) {
     let message = `HTTP ${response.status}`;
     try { message = (await response.json()).error || message; } catch { /* not JSON */ }
     const retry = response.headers.get("retry-after");
-    throw new Error(retry ? `${message} (retry after ${retry} s)` : message);
+    throw failed(retry ? `${message} (retry after ${retry} s)` : message, response.status);
   }
   const reader = response.body.getReader();
   const decoder = new TextDecoder();

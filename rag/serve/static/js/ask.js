@@ -2,9 +2,11 @@
 // sent with the conversation's last turns (conversation.js), shown above it.
 import { streamEvents } from "./api.js";
 import * as conversation from "./conversation.js";
+import * as playback from "./playback.js";
 import { el, show, ms, secs } from "./dom.js";
 import { openPassage } from "./passage.js";
-import { answerText, chunkLink, pendingStep, renderStep, sqlResult } from "./trace.js";
+import { sourceCard } from "./sources.js";
+import { answerText, pendingStep, renderStep } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
 const ctx = { onPassage: openPassage };
@@ -33,6 +35,7 @@ function fillChoices(info) {
 }
 
 function fillExamples(examples) {
+  playback.examples(examples);  // which have a recording, offered while the model loads
   const box = $("examples");
   if (!examples.length) { box.replaceChildren(el("p", { class: "muted" }, "no golden set found")); return; }
   const types = [...new Set(examples.map((e) => e.type))];
@@ -78,9 +81,10 @@ function showProgram(p) {
     el("summary", {}, `Notes (${p.messages.length})`), p.messages.map((m) => el("div", {}, m)))] : []));
 }
 
-// A passage as a list item: its id (a link that opens it) and its title; a SQL result with its statement and rows.
+// A passage as a list item: a card with its id (a link that opens it), title, preview and whole text (sources.js);
+// a SQL result with its statement and rows.
 function sourceItem(s, withRows) {
-  return el("li", {}, chunkLink(s.chunk_id, ctx), " ", s.title || "", withRows && s.sql ? sqlResult(s) : "");
+  return sourceCard(s, withRows, ctx);
 }
 
 function showResult(d) {
@@ -239,6 +243,9 @@ export function newConversation() {
   $("question").focus();
 }
 
+// What playback.js draws a recorded run with: the live answer's own pieces.
+const page = { showResult, traceLive, traceDone, stop, reveal };
+
 export async function ask() {
   const question = $("question").value.trim();
   if (!question) return;
@@ -263,7 +270,7 @@ export async function ask() {
   const body = { question, config: $("config").value, artifact: $("artifact").value, history };
   const onEvent = (kind, data) => {
     if (running !== controller) return;  // stopped, or replaced by a newer question
-    if (kind === "progress") $("progress").textContent = progressText(data);
+    if (kind === "progress") { $("progress").textContent = progressText(data); playback.progress(question, body.config, data, page); }
     else if (kind === "program") showProgram(data);
     else if (kind === "start") { writing = false; $("timeline").append(pendingStep(data.index, data.node)); }
     else if (kind === "token") showDraft(data);
@@ -285,7 +292,10 @@ export async function ask() {
   try {
     await streamEvents("/api/stream", onEvent, controller.signal, body);
   } catch (e) {
-    if (e.name !== "AbortError" && running === controller) { show($("ask-error"), e.message); $("progress").textContent = ""; }
+    if (e.name !== "AbortError" && running === controller) {
+      show($("ask-error"), e.message); $("progress").textContent = "";
+      if (e.status === 503) playback.busy(question, body.config, page);  // the queue is full: a recorded run, if any
+    }
   } finally {
     if (running === controller) { running = null; setRunning(false); }
   }

@@ -37,7 +37,24 @@ export function table(header, rows) {
 
 // A table in a box of its own that scrolls sideways when the table is wider than the page (phones).
 export function scrollBox(tableNode) {
-  return el("div", { class: "table-scroll" }, tableNode);
+  return keyboardScroll(el("div", { class: "table-scroll" }, tableNode));
+}
+
+// A scroll box that a keyboard can scroll: while its table is wider than it, it is a tab stop (Tab, then the arrow
+// keys), and no tab stop otherwise. Checked whenever the box or its table changes size (rows arrive, a phone turns).
+const resized = typeof ResizeObserver === "function"
+  ? new ResizeObserver((entries) => entries.forEach((e) => tabStopWhileScrolling(e.target.closest(".table-scroll"))))
+  : null;
+
+function tabStopWhileScrolling(box) {
+  if (!box) return;
+  if (box.scrollWidth > box.clientWidth) box.tabIndex = 0;
+  else box.removeAttribute("tabindex");
+}
+
+export function keyboardScroll(box) {
+  if (resized) [box, box.firstElementChild].forEach((node) => node && resized.observe(node));
+  return box;
 }
 
 // Seconds, for times people read ("0.03 s", "4.2 s", "189 s").
