@@ -148,3 +148,23 @@ def test_the_examples_say_which_have_a_recording_and_the_server_writes_none(clie
     assert "steps" not in examples[ANSWERABLE] and examples[UNANSWERABLE]["item"] == "rec-1"
     assert client.post("/api/ask", json={"question": UNANSWERABLE}).status_code == 200
     assert {p: p.stat().st_mtime_ns for p in runs.rglob("*")} == before
+
+
+def test_examples_with_a_recording_come_first_then_the_dev_split(tmp_path):
+    from rag.serve import example_questions
+
+    rows = [("a1", "answerable", "dev", "Asked on dev?"), ("a2", "answerable", "test", "Recorded on test?"),
+            ("a3", "answerable", "dev", "Also on dev?"), ("u1", "unanswerable", "train", "Nobody knows?")]
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps({"id": i, "type": t, "split": s, "question": q, "reference_answer": "x",
+                                          "should_refuse": t == "unanswerable"}) + "\n" for i, t, s, q in rows))
+    asked: list[list[str]] = []
+
+    def recorded(questions: list[str]) -> list[str]:
+        asked.append(questions)
+        return [q for q in questions if q.startswith("Recorded")]
+
+    shown = example_questions(golden, per_type=2, recorded=recorded)
+    assert [e["id"] for e in shown] == ["a2", "a1", "u1"]  # recorded first, then dev before the other splits
+    assert sorted(asked[0]) == sorted(q for *_, q in rows)  # one lookup for the whole set
+    assert [e["id"] for e in example_questions(golden, per_type=2)] == ["a1", "a3", "u1"]  # no runs: dev first

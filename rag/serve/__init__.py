@@ -14,6 +14,7 @@ and compiled artifacts.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,11 @@ def check_runs(runs: Path | None) -> None:
                      "or one run folder")
 
 
-def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, Any]]:
-    """A few golden questions of each type (answerable, vague, unanswerable), dev split first; [] without a file."""
+def example_questions(golden: Path, per_type: int = PER_TYPE,
+                      recorded: Callable[[list[str]], Iterable[str]] | None = None) -> list[dict[str, Any]]:
+    """A few golden questions of each type (answerable, vague, unanswerable); [] without a file. First those with a
+    recorded run (``recorded``: the questions among those given that have one, rag.serve.recordings), so the page
+    can play one back when the model is busy; then the dev split."""
     from rag.errors import SieveError
     from rag.eval.golden import TYPES, load_golden
 
@@ -51,7 +55,8 @@ def example_questions(golden: Path, per_type: int = PER_TYPE) -> list[dict[str, 
     except SieveError as exc:
         print(f"Warning: example questions not loaded: {exc}", file=sys.stderr)
         return []
-    items.sort(key=lambda it: it.split != "dev")
+    have = set(recorded([it.question.strip() for it in items])) if recorded is not None else set()
+    items.sort(key=lambda it: (it.question.strip() not in have, it.split != "dev"))
     return [{"type": t, "question": it.question, "id": it.id}
             for t in TYPES for it in [i for i in items if i.type == t][:per_type]]
 
@@ -77,5 +82,8 @@ def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config
     browser = RunBrowser(runs or default_paths()[0], golden_dir=Path(golden).parent,
                          artifacts_dir=Path(settings.artifacts_dir))
     reviewing = GoldenReview(review, index=programs.index) if review is not None else None
-    return create_app(programs, browser, examples=example_questions(golden), workers=workers,
+    from rag.serve.recordings import find
+
+    examples = example_questions(golden, recorded=lambda questions: find(browser.folders(), questions, full=False))
+    return create_app(programs, browser, examples=examples, workers=workers,
                       max_waiting=max_waiting, host=host, review=reviewing)

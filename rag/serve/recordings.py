@@ -12,8 +12,8 @@ looked up here, never written. That was chosen over saving the server's own answ
   and judged (the Evaluations tab says how well that run did), not whatever happened to be asked last;
 - there is no file of the server's own to bound, rotate, or repair after a crash mid-write.
 
-The price: a question has a recording only once ``rag eval`` has answered it. The page's examples come from the golden
-set's dev split first, so ``rag eval --split dev`` (or ``--split all``) records them (docs/guides/web.md).
+The price: a question has a recording only once ``rag eval`` has answered it. The page's examples are the golden
+questions with a recording first (``rag.serve.example_questions``), then the dev split's (docs/guides/web.md).
 
 A recording matches the question exactly (spaces around it aside). Records that failed, have no trace steps, date or
 model, or answered a follow-up (a ``condense`` step: the answer depends on a conversation) are never played. Of the
