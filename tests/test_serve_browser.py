@@ -488,6 +488,8 @@ def test_a_follow_up_is_asked_with_the_conversation_that_a_reload_keeps_and_new_
         assert f"{FOLLOW_UP} → {STANDALONE}" in condense.inner_text()
         assert page.locator("#timeline li.step-retrieve q").first.inner_text() == STANDALONE  # what was searched
         assert "null operation" in page.locator("#answer .answer-text").inner_text()
+        # cited in the cited-ids field only: linked after the text all the same
+        assert page.locator("#answer .answer-text .cite-end button.chunk").all_inner_texts() == [PASS_ID]
         # the earlier turn, compact, above the follow-up and its trace
         assert turn_texts(page, "question") == [ANSWERABLE] and "context manager" in turn_texts(page, "answer")[0]
         assert page.locator("#conversation li.step").count() == 0

@@ -40,7 +40,7 @@ def test_a_question_streams_through_the_embedded_model(tmp_path_factory, tmp_pat
     kinds = [k for k, _ in seen if k != "progress"]
     assert kinds[-1] == "done", seen[-1]
     program = next(d for k, d in seen if k == "program")
-    assert set(program["models"].values()) == {"embedded"} and program["artifact"] is None
+    assert set(program["models"].values()) == {"embedded/smollm2-135m"} and program["artifact"] is None
     steps = [d for k, d in seen if k == "step"]
     assert [s["node"] for s in steps[:2]] == ["retrieve", "grade"] and steps[-1]["node"] in ("answer", "refuse")
     grade = steps[1]

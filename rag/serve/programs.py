@@ -149,7 +149,9 @@ class Programs:
     def describe(config: str, program: Program, settings: Settings) -> dict[str, Any]:
         """What ``rag ask`` prints before answering: which artifact ran or why none did, and the models."""
         return {"config": config, "description": program.description, "messages": list(program.messages),
-                "artifact": program.artifact.name if program.artifact else None, "models": dict(program.models),
+                "artifact": program.artifact.name if program.artifact else None,
+                # each role's model as traces and eval runs name it (embedded/qwen2.5-coder-1.5b), not its spec
+                "models": {role: str(getattr(program.lms.get(role), "model", spec)) for role, spec in program.models.items()},
                 "settings": {k: getattr(settings, k) for k in ("mode", "top_k", "reflection", "max_rewrites",
                                                                "reranker")}}
 

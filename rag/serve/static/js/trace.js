@@ -32,14 +32,21 @@ export function answerText(text, citations, ctx) {
   const valid = new Set(citations || []);
   const out = el("p", { class: "answer-text" });
   const pattern = /\[([^\[\]]+)\]/g;
+  const linked = new Set();
   let last = 0;
   for (const m of (text || "").matchAll(pattern)) {
     out.append(document.createTextNode(text.slice(last, m.index)));
     const id = m[1].trim();
+    if (valid.has(id)) linked.add(id);
     out.append(valid.has(id) ? el("span", { class: "cite" }, "[", chunkLink(id, ctx), "]") : document.createTextNode(m[0]));
     last = m.index + m[0].length;
   }
   out.append(document.createTextNode((text || "").slice(last)));
+  // a model that names its sources in the cited-ids field but not in the text (small models often do): its citations
+  // still sit in the answer, as links after the text
+  for (const id of (citations || []).filter((c) => !linked.has(c))) {
+    out.append(" ", el("span", { class: "cite cite-end", title: "cited by the answer" }, "[", chunkLink(id, ctx), "]"));
+  }
   return out;
 }
 
