@@ -59,8 +59,8 @@ STANDALONE = "What does the pass statement do?"
 WITH_ID, PASS_ID, TRICKY_ID = "statements.md#000", "statements.md#002", "tricky.md#000"
 # Its answerer writes slowly, and stops halfway through the answer until its stream gate opens (the streaming tests).
 STREAMED = "When does the with statement call __exit__?"
-STREAMED_ANSWER = (f"The with statement calls __exit__ after the block has run, and it still calls it when the block "
-                   f"raises an exception [{WITH_ID}].")
+STREAMED_ANSWER = (f"The with statement calls __exit__ after the block has run [{WITH_ID}], and it still calls it when "
+                   f"the block raises an exception, so the cleanup always happens [{WITH_ID}].")
 CHUNK_CHARS, STREAMED_PAUSE_S = 4, 0.03  # what a scripted model writes at a time; STREAMED's pause between pieces
 XSS_ANSWER = 'Swallows <img src=x onerror="window.__xss = \'answer\'"><script>window.__xss = "answer"</script> [tricky.md#000]'
 

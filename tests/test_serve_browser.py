@@ -535,20 +535,21 @@ def test_a_step_of_a_node_the_page_does_not_know_still_renders(browser, url):
 
 def test_the_answer_appears_as_the_model_writes_it_and_the_final_answer_replaces_it(browser, url, stream_gate):
     """STREAMED's answerer writes a few characters at a time and stops halfway through its answer until the stream gate
-    opens. Meanwhile the page shows the answer so far where the answer goes, as plain text (no element inside it, no
-    citation link yet), the answer step and the progress line say the model is writing; then the final answer, its
-    citation a link, replaces it."""
+    opens. Meanwhile the page shows the answer so far where the answer goes, as text whose first citation, complete,
+    is already a link (the only element in it); the answer step and the progress line say the model is writing; then
+    the final answer, both citations links, replaces it."""
     draft_text = "(document.querySelector('#answer-draft .answer-text') || {}).textContent || ''"
     with open_page(browser, url, strict=True) as page:
         stream_gate.clear()
         try:
             page.fill("#question", STREAMED)
             page.click("#ask-btn")
-            page.wait_for_function(f"({draft_text}).length > 20")
+            page.wait_for_selector(f"#answer-draft .answer-text button.chunk[data-chunk='{WITH_ID}']")
             page.wait_for_function("document.querySelector('#progress').textContent.includes('answer: writing')")
             draft = page.evaluate(draft_text)
             assert STREAMED_ANSWER.startswith(draft) and len(draft) < len(STREAMED_ANSWER), draft
-            assert page.locator("#answer").count() == 0 and page.locator("#answer-draft .answer-text *").count() == 0
+            assert page.locator("#answer").count() == 0 and page.locator("#answer-draft .answer-text button").count() == 1
+            assert page.locator("#answer-draft .answer-text *:not(.cite):not(button)").count() == 0
             assert page.locator("#timeline li.step-answer.pending .spinner").inner_text() == "writing…"
             assert page.locator("#answer-draft").get_attribute("aria-busy") == "true"
         finally:
@@ -556,5 +557,5 @@ def test_the_answer_appears_as_the_model_writes_it_and_the_final_answer_replaces
         page.wait_for_selector("#answer")
         assert page.locator("#answer-draft").count() == 0
         assert page.locator("#answer .answer-text").text_content() == STREAMED_ANSWER
-        assert page.locator(f"#answer .answer-text button.chunk[data-chunk='{WITH_ID}']").count() == 1
+        assert page.locator(f"#answer .answer-text button.chunk[data-chunk='{WITH_ID}']").count() == 2
         assert completed_nodes(page) == ["retrieve", "grade", "answer"]

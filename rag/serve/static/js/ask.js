@@ -14,6 +14,7 @@ let running = null;
 let started = 0;  // performance.now() when the question was sent: "Done in" is the wall time the person waited
 let historyLimit = 0;  // the server's bound on a history's characters (/api/info)
 let writing = false;  // the answer node's text is arriving (token events): the model is writing, not thinking
+const retrieved = new Set();  // the chunk ids this question's retrieve steps showed: a draft's [id] of one is a link
 
 function fillChoices(info) {
   const config = $("config");
@@ -109,9 +110,9 @@ function showResult(d) {
   }
 }
 
-// The answer while the model writes it (token events: the text so far), as plain text where the answer will be; the
-// done event replaces it with the answer the agent made of it (citations checked and linked). A new answer step (the
-// critic asked for the answer again) starts it over.
+// The answer while the model writes it (token events: the text so far) where the answer will be, as text in which a
+// complete [id] of a passage the retrieve steps showed is already a link; the done event replaces it with the answer
+// the agent made of it (citations checked). A new answer step (the critic asked for the answer again) starts it over.
 function showDraft(d) {
   let box = $("answer-draft");
   const index = String(d.index);
@@ -124,7 +125,7 @@ function showDraft(d) {
     if (spinner) spinner.textContent = "writing…";
     box.scrollIntoView({ block: "nearest" });
   }
-  box.querySelector(".answer-text").textContent = String(d.text ?? "");
+  box.querySelector(".answer-text").replaceWith(answerText(String(d.text ?? ""), [...retrieved], ctx, false));
   writing = true;
 }
 
@@ -266,6 +267,7 @@ export async function ask() {
   $("progress").classList.remove("done");
   $("progress").textContent = "Sending…";
   writing = false;
+  retrieved.clear();
   started = performance.now();
   const body = { question, config: $("config").value, artifact: $("artifact").value, history };
   const onEvent = (kind, data) => {
@@ -275,6 +277,7 @@ export async function ask() {
     else if (kind === "start") { writing = false; $("timeline").append(pendingStep(data.index, data.node)); }
     else if (kind === "token") showDraft(data);
     else if (kind === "step") {
+      for (const h of data.node === "retrieve" ? data.hits || [] : []) retrieved.add(h.chunk_id);
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
       if (old) old.replaceWith(node); else $("timeline").append(node);

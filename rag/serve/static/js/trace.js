@@ -28,7 +28,7 @@ function ids(list, ctx) {
 }
 
 // Answer text with its [chunk id] citations turned into links (only ids the agent kept as valid citations).
-export function answerText(text, citations, ctx) {
+export function answerText(text, citations, ctx, trailing = true) {
   const valid = new Set(citations || []);
   const out = el("p", { class: "answer-text" });
   const pattern = /\[([^\[\]]+)\]/g;
@@ -43,8 +43,8 @@ export function answerText(text, citations, ctx) {
   }
   out.append(document.createTextNode((text || "").slice(last)));
   // a model that names its sources in the cited-ids field but not in the text (small models often do): its citations
-  // still sit in the answer, as links after the text
-  for (const id of (citations || []).filter((c) => !linked.has(c))) {
+  // still sit in the answer, as links after the text (``trailing``: not in a draft, whose ids are the passages shown)
+  for (const id of trailing ? (citations || []).filter((c) => !linked.has(c)) : []) {
     out.append(" ", el("span", { class: "cite cite-end", title: "cited by the answer" }, "[", chunkLink(id, ctx), "]"));
   }
   return out;
