@@ -5,12 +5,15 @@ write to a rag.lm.streaming listener when one is registered), and the app served
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
+import httpx
 import pytest
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils import DummyLM
@@ -269,3 +272,20 @@ def serve(index: Any, gate: threading.Event, *, max_waiting: int = 8, runs: Path
                             host=host)
     _SERVERS[background.url] = background
     return background
+
+
+@contextlib.contextmanager
+def warm_serve(index: Any, gate: threading.Event, lms: dict[str, dspy.BaseLM]) -> Iterator[str]:
+    """``serve``'s URL once one question has been answered: the first call through DSPy imports and warms up what
+    every later one reuses, so a browser test's timings start from a warm server."""
+    with serve(index, gate, lms=lms) as base:
+        assert httpx.post(base + "/api/ask", json={"question": ANSWERABLE}, timeout=600).status_code == 200
+        yield base
+
+
+def settle(url: str, timeout_s: float = 120) -> None:
+    """Wait until the server at ``url`` runs nothing: a question a failed test left running ends before the next test."""
+    runner = server_runner(url)
+    deadline = time.monotonic() + timeout_s
+    while runner.pending() and time.monotonic() < deadline:
+        time.sleep(0.1)

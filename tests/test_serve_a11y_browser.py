@@ -7,9 +7,6 @@ the evaluations tab and the open passage dialog. Scripted models only (tests/ser
 
 from __future__ import annotations
 
-import time
-
-import httpx
 import pytest
 
 from tests.browser_support import axe_check, browser, needs_chromium, open_page  # noqa: F401
@@ -20,9 +17,9 @@ from tests.serve_support import (  # noqa: F401
     WITH_ID,
     gate,
     scripted_lms,
-    serve,
     serve_index,
-    server_runner,
+    settle,
+    warm_serve,
 )
 from tests.test_serve_api import ALSO, with_uncited
 from tests.test_serve_browser import MARKED_UP
@@ -36,19 +33,14 @@ WITH_PREVIEW = "The with statement is used to wrap the execution of a block with
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, gate):
-    with serve(serve_index(tmp_path_factory), gate, lms=with_uncited(scripted_lms(gate))) as base:
-        # one question first: the first call through DSPy imports and warms up what every later one reuses
-        assert httpx.post(base + "/api/ask", json={"question": ANSWERABLE}, timeout=600).status_code == 200
+    with warm_serve(serve_index(tmp_path_factory), gate, with_uncited(scripted_lms(gate))) as base:
         yield base
 
 
 @pytest.fixture
 def url(server):
     yield server
-    runner = server_runner(server)
-    deadline = time.monotonic() + 120  # a question a failed test left running ends before the next test
-    while runner.pending() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    settle(server)
 
 
 def ask(page, question: str, done: str = "#answer") -> None:

@@ -20,7 +20,6 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from rag.agent.module import REFUSAL
@@ -54,6 +53,8 @@ from tests.serve_support import (  # noqa: F401
     serve,
     serve_index,
     server_runner,
+    settle,
+    warm_serve,
 )
 from tests.test_serve_api import ALSO, with_uncited
 
@@ -85,19 +86,14 @@ def stream_gate():
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, gate, stream_gate):
-    with serve(serve_index(tmp_path_factory), gate, lms=with_uncited(scripted_lms(gate, stream_gate))) as base:
-        # one question first: the first call through DSPy imports and warms up what every later one reuses
-        assert httpx.post(base + "/api/ask", json={"question": ANSWERABLE}, timeout=600).status_code == 200
+    with warm_serve(serve_index(tmp_path_factory), gate, with_uncited(scripted_lms(gate, stream_gate))) as base:
         yield base
 
 
 @pytest.fixture
 def url(server):
     yield server
-    runner = server_runner(server)
-    deadline = time.monotonic() + 120  # a question a failed test left running ends before the next test
-    while runner.pending() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    settle(server)
 
 
 @pytest.fixture
