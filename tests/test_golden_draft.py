@@ -280,6 +280,20 @@ ITEMS = [
 ]
 
 
+
+def script_agent(monkeypatch) -> None:
+    """Every role of the agent on one scripted model that answers the items about the with statement (#with#001)."""
+    from rag.lm.adapter import SieveAdapter
+
+    replies = {"- relevant_chunk_ids (": {"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True,
+                                          "reason": "it says so"},
+               "- query (": {"query": "with statement"},
+               "- cited_ids (": {"cited_ids": ["with#001"], "answer": "__enter__ [with#001]."},
+               "- faithful (": {"correct": True, "faithful": True, "reason": "matches"}}
+    lm = DummyLM(replies, adapter=SieveAdapter())
+    monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: dict.fromkeys(
+        ("grader", "rewriter", "answerer", "judge"), lm))
+
 def _golden(path, items=ITEMS):
     path.write_text("".join(json.dumps(it) + "\n" for it in items), encoding="utf-8")
     return path
@@ -367,17 +381,9 @@ def test_eval_reviewed_only_scores_the_accepted_and_edited_items(tmp_path, tiny_
 
 def test_agent_eval_reviewed_only_runs_the_reviewed_items(tmp_path, tiny_index, monkeypatch):
     from rag.cli.cmd_eval import run_agent_eval_cli
-    from rag.lm.adapter import SieveAdapter
 
     monkeypatch.chdir(tmp_path)
-    replies = {"- relevant_chunk_ids (": {"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True,
-                                          "reason": "it says so"},
-               "- query (": {"query": "with statement"},
-               "- cited_ids (": {"cited_ids": ["with#001"], "answer": "__enter__ [with#001]."},
-               "- faithful (": {"correct": True, "faithful": True, "reason": "matches"}}
-    lm = DummyLM(replies, adapter=SieveAdapter())
-    monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: dict.fromkeys(
-        ("grader", "rewriter", "answerer", "judge"), lm))
+    script_agent(monkeypatch)
     path = _golden(tmp_path / "mine.jsonl", [{**ITEMS[0], "review": "edit", "reviewed_by": "human"}, *ITEMS[1:]])
     sets = [f"index_dir={tiny_index.dir}", f"artifacts_dir={tmp_path / 'arts'}"]
     code = run_agent_eval_cli("baseline", split="all", golden=path, set_pairs=sets, show_progress=False,

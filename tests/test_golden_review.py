@@ -15,6 +15,7 @@ from rag.errors import InputError
 from rag.eval.golden import load_golden
 from rag.report.golden_checks import review_lines, review_summary
 from tests.catalogue_support import check, run_cli
+from tests.test_golden_draft import script_agent
 
 MODEL = "judge-model"
 ITEMS = [
@@ -220,17 +221,9 @@ def test_agent_eval_reviewed_by_human_runs_the_human_confirmed_items_in_a_folder
                                                                                               monkeypatch):
     from rag.cli.cmd_eval import run_agent_eval_cli
     from rag.eval.presets import plan_eval
-    from rag.lm.adapter import SieveAdapter
 
     monkeypatch.chdir(tmp_path)
-    replies = {"- relevant_chunk_ids (": {"subject": "with", "relevant_chunk_ids": ["with#001"], "relevant": True,
-                                          "reason": "it says so"},
-               "- query (": {"query": "with statement"},
-               "- cited_ids (": {"cited_ids": ["with#001"], "answer": "__enter__ [with#001]."},
-               "- faithful (": {"correct": True, "faithful": True, "reason": "matches"}}
-    lm = DummyLM(replies, adapter=SieveAdapter())
-    monkeypatch.setattr("rag.lm.configure.lms_for_roles", lambda settings: dict.fromkeys(
-        ("grader", "rewriter", "answerer", "judge"), lm))
+    script_agent(monkeypatch)
     path = _golden(tmp_path / "mine.jsonl", [{**ITEMS[0], "review": "accept", "reviewed_by": "human"},
                                              {**ITEMS[1], "review": "accept", "reviewed_by": MODEL}, *ITEMS[2:4]])
     sets = [f"index_dir={tiny_index.dir}", f"artifacts_dir={tmp_path / 'arts'}"]

@@ -67,6 +67,16 @@ async def settle(runner: Runner, pending: int, timeout: float = 60) -> None:
         await asyncio.sleep(0.02)
 
 
+
+def run_then_shut(runner: Runner, scenario, *gates: threading.Event):
+    """``scenario()`` run to its end; then, even when it failed, every gate opened and the runner shut down."""
+    try:
+        return asyncio.run(scenario())
+    finally:
+        for gate in gates:
+            gate.set()
+        runner.shutdown()
+
 def test_a_stopped_question_leaves_the_queue_or_gives_its_slot_back_and_stops_at_its_next_node(index, capsys):
     """SLOW runs (its grader waits on the gate); a second SLOW and ANSWERABLE wait. The waiting SLOW is dropped: it
     leaves the queue. The running one is dropped: ANSWERABLE runs at once, to its answer, while the stopped one's
@@ -93,11 +103,7 @@ def test_a_stopped_question_leaves_the_queue_or_gives_its_slot_back_and_stops_at
         gate.set()
         await settle(runner, 0)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        gate.set()
-        runner.shutdown()
+    run_then_shut(runner, scenario, gate)
     assert not any(SLOW in prompt for prompt in lms["answerer"].calls)  # no model call after the stop
     queued, stopped = list(runner.log)
     assert (queued["question"], queued["state"], queued["while"], queued["steps"]) == (SLOW, "cancelled", "queued", [])
@@ -131,11 +137,7 @@ def test_a_stopped_question_stops_the_model_call_under_way(index, capsys):
         runner.submit(after)
         return j, stopped_in, await until(after, "done")
 
-    try:
-        j, stopped_in, done = asyncio.run(scenario())
-    finally:
-        stream_gate.set()
-        runner.shutdown()
+    j, stopped_in, done = run_then_shut(runner, scenario, stream_gate)
     assert stopped_in < 2.0  # the scripted model would have waited 30 s for its gate
     assert j.state == "cancelled" and j.trace.outcome == "cancelled" and done["citations"]
     assert [s.node for s in j.trace.steps] == ["retrieve", "grade", "answer"]
@@ -160,11 +162,7 @@ def test_the_trace_of_a_stopped_question_ends_cancelled(index):
         await settle(runner, 0)
         return j
 
-    try:
-        j = asyncio.run(scenario())
-    finally:
-        gate.set()
-        runner.shutdown()
+    j = run_then_shut(runner, scenario, gate)
     assert j.state == "cancelled" and j.trace.outcome == "cancelled"
     assert [s.node for s in j.trace.steps] == ["retrieve", "grade"]  # the answer node never ran
     assert j.trace.to_dict()["totals"]["outcome"] == "cancelled"
@@ -193,11 +191,7 @@ def test_a_waiting_question_hears_how_many_are_ahead_each_time_the_queue_moves(i
         await settle(runner, 0)
         return [d["ahead"] for k, d in seen if k == "progress" and d["state"] == "queued"]
 
-    try:
-        aheads = asyncio.run(scenario())
-    finally:
-        gate.set()
-        runner.shutdown()
+    aheads = run_then_shut(runner, scenario, gate)
     assert aheads == sorted(aheads, reverse=True), aheads  # never more ahead than before
     assert [a for i, a in enumerate(aheads) if i == 0 or aheads[i - 1] != a][:3] == [3, 2, 1], aheads
 
@@ -229,10 +223,7 @@ def test_loading_the_model_is_a_phase_of_its_own_never_charged_to_the_first_node
         await settle(runner, 0)
         return seen
 
-    try:
-        seen = asyncio.run(scenario())
-    finally:
-        runner.shutdown()
+    seen = run_then_shut(runner, scenario)
     loading = [d for k, d in seen if k == "progress" and d["state"] == "loading"]
     assert [d["phase"] for d in loading][:2] == ["program", "model"] and loading[1]["detail"] == "dummy"
     program = next(d for k, d in seen if k == "program")
@@ -307,11 +298,7 @@ def test_the_answer_arrives_as_token_events_while_the_model_writes_it(index):
         await settle(runner, 0)
         return seen
 
-    try:
-        seen = asyncio.run(scenario())
-    finally:
-        stream_gate.set()
-        runner.shutdown()
+    seen = run_then_shut(runner, scenario, stream_gate)
     kinds = [k for k, _ in seen]
     answer = next(d for k, d in seen if k == "start" and d["node"] == "answer")
     tokens = [d for k, d in seen if k == "token"]
