@@ -30,8 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drafted", type=Path, required=True)
     parser.add_argument("--index-dir", type=Path)
     parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--aegis", type=Path, metavar="WORK",
+                        help="the drafted set is of the Aegis policies: compare with Aegis's own question files "
+                             "(needles@8, source doc@4) on the index benchmarks/retrieval_stages.py builds in WORK")
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "benchmarks")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.aegis:
+        return aegis(args)
 
     from rag.config import load_settings
     from rag.curate.review import reviewer_kind
@@ -84,6 +90,70 @@ def main(argv: list[str] | None = None) -> int:
               "it is not a finding on its own."]
     emit(lines, args.out)
     return 0
+
+
+def aegis(args: argparse.Namespace) -> int:
+    """Retrieval modes ordered by Aegis's own questions (needles@8 of the hard and held-out files, source doc@4 of
+    the single-fact file) and by a set drafted on the same index (Recall@k of its gold passages)."""
+    from benchmarks.retrieval_stages import aegis as aegis_corpora
+    from rag.config import load_settings
+    from rag.curate.review import reviewer_kind
+    from rag.eval.golden import gold_chunk_ids, load_golden
+    from rag.eval.metrics import hits_recall, with_duplicates
+    from rag.stats.intervals import mean_interval
+
+    corpora = aegis_corpora(args.shared, args.aegis, load_settings())
+    retriever = corpora[0].retriever
+    chunks = retriever.index.chunks
+    drafted = load_golden(args.drafted)
+    reviewed = [i for i in drafted if reviewer_kind(i.meta) == "human"]
+    kept = [i for i in reviewed if i.meta.get("review") in ("accept", "edit")]
+    k = args.k
+
+    def recall(item, hits):
+        gold = gold_chunk_ids(item, chunks)
+        return hits_recall(hits[:k], with_duplicates(gold, hits[:k])) if gold else None
+
+    rows = [(corpora[0].name, corpora[0].items, "needles@8", corpora[0].metrics["needles@8"]),
+            (corpora[1].name, corpora[1].items, "source doc@4", corpora[1].metrics["source doc@4"]),
+            (f"drafted ({args.drafted.name}), every item with gold", drafted, f"Recall@{k}", recall),
+            ("drafted, kept by a human reviewer", kept, f"Recall@{k}", recall)]
+    lines = ["# A golden set drafted on the Aegis policies against Aegis's own question files: retrieval modes", "",
+             f"`python benchmarks/drafted_vs_hand.py --drafted {args.drafted.name} --aegis WORK`; Aegis index, first "
+             "retrieval; each set scored by its own metric.", "",
+             f"Review: {len(reviewed)} of {len(drafted)} drafted items reviewed by hand, {len(kept)} kept "
+             f"({len(kept) / len(reviewed):.0%})." if reviewed else "Review: no item reviewed by hand yet.", "",
+             "| set | metric | n | " + " | ".join(MODES) + " | order | agrees with the hard + held-out order |",
+             "| --- | --- | --- |" + " --- |" * len(MODES) + " --- | --- |"]
+    first = None
+    for name, items, metric, fn in rows:
+        means, cells, n = {}, [], 0
+        for mode in MODES:
+            values = [v for v in (fn(i, retriever.retrieve(i.question, k=8, mode=mode).hits) for i in items) if v is not None]
+            n = len(values)
+            if not values:
+                cells.append("-")
+                continue
+            lo, hi = mean_interval(values) or (float("nan"), float("nan"))
+            means[mode] = sum(values) / n
+            cells.append(f"{means[mode]:.3f} [{lo:.2f}, {hi:.2f}]")
+        order = ranked(means) if len(means) == len(MODES) else "-"
+        first = first or order
+        lines.append(f"| {name} | {metric} | {n} | " + " | ".join(cells) + f" | {order} | "
+                     f"{'-' if order is first else ('yes' if order == first else 'no')} |")
+    lines += ["", "Intervals: bootstrap of the mean. The order compares means only; where intervals overlap, "
+              "it is not a finding on its own."]
+    emit(lines, args.out)
+    return 0
+
+
+def ranked(means: dict[str, float]) -> str:
+    """The modes best first, ties (equal to 3 decimals) joined by "=": "hybrid > dense = bm25"."""
+    out = ""
+    ordered = sorted(means, key=lambda m: -means[m])
+    for prev, mode in zip([None, *ordered], ordered):
+        out += mode if prev is None else (" = " if round(means[prev], 3) == round(means[mode], 3) else " > ") + mode
+    return out
 
 
 if __name__ == "__main__":
