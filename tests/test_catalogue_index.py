@@ -118,6 +118,27 @@ def test_searches_during_rebuilds_see_one_whole_index(tmp_path: Path):
     assert bad == [], f"{len(bad)} of {sum(seen.values())} searches mixed two builds"
 
 
+def test_an_index_put_in_place_between_the_open_and_the_lock_check_is_opened(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """The race the test above met once on a loaded machine: a search finds the folder absent (a build is between
+    its two renames), and by the time it looks for the build's lock the build has finished and removed it. The
+    folder is there again, so the search opens it rather than saying there is no index."""
+    from tests.retrieval_support import copy_index
+
+    root = copy_index(tmp_path / "idx")
+    real_open, missed = os.open, []
+
+    def open_once_missing(path, flags, *args, **kwargs):
+        if Path(path) == root and not missed:  # the first open lands between the renames
+            missed.append(path)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_once_missing)
+    index = Index.load(root, settings(index_dir=root))  # no lock file: the build that moved it has ended
+    assert missed and len(index) > 0
+
+
 def test_parts_read_later_come_from_the_build_that_was_loaded(tmp_path: Path):
     """The same race, made certain: the folder is replaced by another corpus's index (and the old one deleted)
     between loading and the first bm25 and FAISS reads; those still read the loaded build."""

@@ -186,6 +186,8 @@ def pin(root: Path) -> Generation | None:
         except (FileNotFoundError, NotADirectoryError):
             # between a build's two renames the folder is briefly absent: wait while its build lock exists
             if not lock_path(root).exists():
+                if root.is_dir():  # the build put it in place and let go of its lock since the open: open it now
+                    continue
                 return None
             deadline = deadline or time.monotonic() + ABSENT_WAIT
             if time.monotonic() > deadline:
