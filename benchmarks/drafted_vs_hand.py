@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     from rag.eval.metrics import hits_recall, mrr_at_k, with_duplicates
     from rag.paths import golden_path
     from rag.retrieval.retriever import Retriever
-    from rag.stats.intervals import mean_interval
 
     settings = load_settings({"index_dir": args.index_dir})
     retriever = Retriever.from_settings(settings)
@@ -78,17 +77,12 @@ def main(argv: list[str] | None = None) -> int:
                 g = with_duplicates(gold, hits)
                 recall.append(hits_recall(hits, g))
                 mrr.append(mrr_at_k([h.chunk_id for h in hits], g, args.k))
-            for values in (recall, mrr):
-                lo, hi = mean_interval(values) or (float("nan"), float("nan"))
-                cells.append(f"{sum(values) / len(values):.3f} [{lo:.2f}, {hi:.2f}]")
+            cells += [cell(recall), cell(mrr)]
             means[mode] = sum(recall) / len(recall)
-        order = " > ".join(sorted(MODES, key=lambda m: -means[m]))
+        order = ranked(means)
         hand_order = hand_order or order
-        lines.append(f"| {name} | {len(scored)} | " + " | ".join(cells) + f" | {order} | "
-                     f"{'-' if order is hand_order else ('yes' if order == hand_order else 'no')} |")
-    lines += ["", "Intervals: bootstrap of the mean. The order compares means only; where intervals overlap, "
-              "it is not a finding on its own."]
-    emit(lines, args.out)
+        lines.append(f"| {name} | {len(scored)} | " + " | ".join(cells) + f" | {order} | {agrees(order, hand_order)} |")
+    emit(lines + FOOTER, args.out)
     return 0
 
 
@@ -100,7 +94,6 @@ def aegis(args: argparse.Namespace) -> int:
     from rag.curate.review import reviewer_kind
     from rag.eval.golden import gold_chunk_ids, load_golden
     from rag.eval.metrics import hits_recall, with_duplicates
-    from rag.stats.intervals import mean_interval
 
     corpora = aegis_corpora(args.shared, args.aegis, load_settings())
     retriever = corpora[0].retriever
@@ -134,17 +127,30 @@ def aegis(args: argparse.Namespace) -> int:
             if not values:
                 cells.append("-")
                 continue
-            lo, hi = mean_interval(values) or (float("nan"), float("nan"))
             means[mode] = sum(values) / n
-            cells.append(f"{means[mode]:.3f} [{lo:.2f}, {hi:.2f}]")
+            cells.append(cell(values))
         order = ranked(means) if len(means) == len(MODES) else "-"
         first = first or order
-        lines.append(f"| {name} | {metric} | {n} | " + " | ".join(cells) + f" | {order} | "
-                     f"{'-' if order is first else ('yes' if order == first else 'no')} |")
-    lines += ["", "Intervals: bootstrap of the mean. The order compares means only; where intervals overlap, "
-              "it is not a finding on its own."]
-    emit(lines, args.out)
+        lines.append(f"| {name} | {metric} | {n} | " + " | ".join(cells) + f" | {order} | {agrees(order, first)} |")
+    emit(lines + FOOTER, args.out)
     return 0
+
+
+FOOTER = ["", "Intervals: bootstrap of the mean. The order compares means only; where intervals overlap, "
+          "it is not a finding on its own."]
+
+
+def cell(values: list[float]) -> str:
+    """The mean of ``values`` and its bootstrap 95% interval."""
+    from rag.stats.intervals import mean_interval
+
+    lo, hi = mean_interval(values) or (float("nan"), float("nan"))
+    return f"{sum(values) / len(values):.3f} [{lo:.2f}, {hi:.2f}]"
+
+
+def agrees(order: str, first: str) -> str:
+    """The agreement column: "-" on the row that sets the order, else whether this row's order is the same."""
+    return "-" if order is first else ("yes" if order == first else "no")
 
 
 def ranked(means: dict[str, float]) -> str:

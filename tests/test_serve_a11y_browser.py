@@ -22,7 +22,7 @@ from tests.serve_support import (  # noqa: F401
     warm_serve,
 )
 from tests.test_serve_api import ALSO, with_uncited
-from tests.test_serve_browser import MARKED_UP
+from tests.test_serve_browser import MARKED_UP, ask, box
 
 pytestmark = needs_chromium
 
@@ -41,16 +41,6 @@ def server(tmp_path_factory, gate):
 def url(server):
     yield server
     settle(server)
-
-
-def ask(page, question: str, done: str = "#answer") -> None:
-    page.fill("#question", question)
-    page.click("#ask-btn")
-    page.wait_for_selector(done)
-
-
-def box(page, selector: str) -> dict:
-    return page.locator(selector).first.bounding_box()
 
 
 def card(page, chunk_id: str):
