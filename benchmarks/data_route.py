@@ -7,7 +7,8 @@ Run: python benchmarks/data_route.py --index-dir ~/.cache/sieve/demo/ops/index -
 
 Each call goes through Sieve's adapter and the embedded model (cache off), as the agent makes it; a record per
 (variant, item) is appended to ``--records`` and reused on a rerun. Router variants: ``router`` (signatures.SourceRouter
-as shipped), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
+as shipped), ``cues`` (rag.data.schemalink: the question's wording against the tables' and documents' words, no
+model call), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
 questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
 both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter) and ``sql+demos``, scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
@@ -83,9 +84,15 @@ def _layout(variant: str):
 
 def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
     from rag.agent.dataroute import parse_route
+    from rag.data.schemalink import read_cues
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
+    if variant == "cues":  # predict is the Vocabulary: no model call
+        cues = read_cues(item.question, predict)
+        return {"role": "router", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
+                "got": cues.route, "right": cues.route == item.meta["route"], "reason": cues.reason,
+                "latency_s": time.perf_counter() - start, "tokens_in": 0}
     pred, stats = metered_call(predict, lm, question=item.question, tables=schema)
     if variant.startswith("needs"):
         route = needs_route(bool(pred.needs_rows), bool(pred.needs_rule))
@@ -204,7 +211,11 @@ def main() -> None:
     jobs = [("router", v) for v in args.router.split(",") if v] + [("sql", v) for v in args.sql.split(",") if v]
     jobs += [("correct", v) for v in args.correct.split(",") if v]
     for role, variant in jobs:
-        if role == "router":
+        if role == "router" and variant == "cues":
+            from rag.data.schemalink import Vocabulary
+
+            predict = Vocabulary.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks))
+        elif role == "router":
             predict = _router(variant, demos["choose"])
         else:  # the SQL writer, first statement or correction
             from signatures import SQLWriter
@@ -216,7 +227,7 @@ def main() -> None:
             todo = [i for i in todo if (done.get(("sql", "sql", i.id)) or {}).get("error")]
         for n, item in enumerate(todo, 1):
             key = (role, variant, item.id)
-            if key not in done:
+            if key not in done or variant == "cues":  # the cues are read again: they take microseconds
                 with _layout(variant):
                     rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)))
                 done[key] = rec

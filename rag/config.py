@@ -40,6 +40,7 @@ DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
+ROUTERS = ("cues", "model")  # rag.data.schemalink, signatures.SourceRouter
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -135,6 +136,9 @@ class Settings:
     # queries the tables read-only through the SQL guard (rag.data.sqlguard); "off" = documents only. An index
     # without tables never routes
     data_route: str = "auto"
+    # who routes a question on that index: "cues" = its wording against the tables' own names and values, no model
+    # call (rag.data.schemalink); "model" = the SourceRouter signature on the grader's model
+    router: str = "cues"
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
@@ -210,6 +214,8 @@ class Settings:
                 raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
         if self.data_route not in DATA_ROUTES:
             raise ConfigError(f"data_route={self.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
+        if self.router not in ROUTERS:
+            raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.critic not in CRITIC_MODES:
             raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
         for name, top in (("sql_corrections", 3), ("critic_retries", 3)):

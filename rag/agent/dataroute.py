@@ -4,8 +4,9 @@
           -> data            sql (one bounded correction) -> answer from the result; nothing usable: the documents
           -> both            the documents' loop, then sql told what the accepted passages say; answer from both
 
-The SourceRouter reads the question and the schema summary; "both" is the safe choice, taken on doubt and on any
-output it cannot use. The SQLWriter's statement is never trusted: :class:`rag.data.Warehouse` passes it through the
+The router is either the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
+model call; the default) or the SourceRouter signature, which reads the question and the schema summary; for the
+model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted: :class:`rag.data.Warehouse` passes it through the
 SQL guard and runs it read-only with a time limit and a row cap. A refused or failing statement goes back to the
 writer with the guard's or DuckDB's one-line reason ``corrections`` times (default once); after that the route
 reports that it found nothing usable. A result becomes a passage-like piece of evidence with the id ``sql:1``, so
@@ -25,6 +26,7 @@ from typing import Any
 import dspy
 
 from rag.agent.trace import Step, Trace
+from rag.data.schemalink import read_cues
 from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
@@ -35,10 +37,12 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 
 class DataRoute(dspy.Module):
-    def __init__(self, warehouse: Any, schema: str, *, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
+    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, rows: int = 50, timeout_s: float = 5.0,
+                 corrections: int = 1):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
+        self.cues = cues  # rag.data.schemalink.Vocabulary: route by the question's wording; None: by the SourceRouter
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
@@ -46,6 +50,11 @@ class DataRoute(dspy.Module):
     def route(self, question: str, trace: Trace, call: Callable[..., Any]) -> str:
         """docs, data or both, as a ``route`` step with the router's reason."""
         step = trace.add(Step(node="route", query=question))
+        if self.cues is not None:
+            read = read_cues(question, self.cues)
+            step.route, step.reason = read.route, read.reason
+            step.notes.append("routed by the question's wording (router = cues): no model call")
+            return read.route
         try:
             pred, stats = call("grader", self.choose, [], question=question, tables=self.schema)
         except SieveError as exc:

@@ -1,54 +1,79 @@
-"""Routing by schema linking: where a question's answer is, read from its wording and the tables' own vocabulary.
+"""Routing by schema linking: where a question's answer is, read from its wording and the index's own vocabulary.
 
-A question is routed to the tables when it asks for something computed from rows of a table it names: a count
-("how many open claims"), a total, average or share ("the average weight of express shipments"), a top few ("which
-carrier handled the most shipments"), a list ("which customers are key accounts") or a stored value of a named
-record ("the credit limit of Redwood Beverages B.V."). The tables are named by their own words: table names, column
-names and the values of the tables' text columns (a city, a status, a customer's name), read from the database.
-Such a question goes to ``both`` when it also applies a rule that only the documents state: it compares the rows
-with a threshold it names but does not give ("more than *the* standard liability cap", against "after *their*
-promised date" or "after 1 July", which the rows hold), or uses the words of a rule (policy, limit, deadline,
-approval, must, may, should). Every other question goes to the documents: "how many days must a return be
-requested within" counts days, not rows of a table, and "how high may pallets be stacked" names no table.
+A question goes to the tables when it asks for something computed from rows of a table it names: a count ("how
+many open claims"), a total, average or share ("the average weight of express shipments"), a top few ("which
+carrier handled the most shipments"), a list ("which customers are key accounts", "are there any open claims"),
+or a value of a record it names ("the credit limit of Redwood Beverages B.V.", "claim CL0004"). Tables are named
+by their own words: table and column names, the values of their text columns (a city, a status, a customer), and
+the shape of their ids (``CL0004``), all read from the database.
+
+Such a question goes to ``both`` when it also applies a rule that only the documents state:
+
+- it compares the rows with a threshold it names but does not give ("more than *the* standard cap", "heavy
+  *enough*", "*too* small"), where "after *their* promised date" or "after 1 July" is a value the rows hold;
+- it uses the words of a rule (policy, limit, deadline, approval, qualify, must, may, should, had to); or
+- it uses a term of the documents that the tables do not have: two words in a row ("fuel surcharge", "severe
+  delay") found together in a document passage and not both in the tables' vocabulary.
+
+Every other question goes to the documents. A question whose main verb is a rule ("what is the heaviest a
+shipment is *allowed to* be", "what rate does a carrier *have to* stay above") asks for the rule, not for rows,
+unless it counts or lists rows outright ("how many claims *should* have been escalated").
 
 Why not only the model: on the embedded 1.5B model the SourceRouter signature answers close to one constant route
-whatever the question (benchmarks/results/data_route.md); the cues need no model call and say why they chose.
-The wording cues are English.
+whatever the question (benchmarks/results/data_route.md). The cues need no model call and say which words decided.
+They are English; benchmarks/results/router_cues.md measures them on questions written without seeing them.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
-UNITS = {"id", "eur", "usd", "gbp", "kg", "km", "days", "day", "pct", "at", "on", "is", "has", "no", "num", "of"}
+SENTENCE = re.compile(r"[.?!;:]\s+|\s+-\s+")
 VALUE_CHARS = 40  # longer text values (notes, descriptions) are not names a question repeats
-NAMES_FROM = 10  # distinct values from which a column's values are names (customers, cities), not categories
 VALUES_PER_COLUMN = 500  # a column with more distinct values (an id, free text) gives no values to link
+NAMES_FROM = 10  # distinct values from which a column's values are names (customers, cities), not categories
+DOC_CHUNKS = 50_000  # passages read for the documents' two-word terms; a larger corpus's later chunks are not
+COMMON_TERM = 0.3  # a term in more of the passages than this share is the corpus's name for itself ("Kestrel
+# Freight"), not a term of one rule
+UNITS = {"id", "eur", "usd", "gbp", "kg", "km", "days", "day", "pct", "at", "on", "is", "has", "no", "num", "of"}
+STOP = set("""a an the of in on at to for from by with without about as into onto over under than then and or
+nor but if so that this these those there their its it they them we our us you your he she his her i my me be is
+are was were been being do does did doing have has had having what which who whom whose when where why how much
+many any all each every some no not only also still already just more most less least very too enough per can
+could would will shall should must may might after before above below between across within during since until
+against along among around behind beyond through toward towards upon via once""".split())
 AGGREGATES = {"total", "sum", "average", "avg", "mean", "median", "percentage", "percent", "share", "proportion",
-              "ratio", "count", "number"}
+              "ratio", "number"}
 SUPERLATIVES = {"most", "least", "highest", "lowest", "largest", "smallest", "fewest", "biggest", "heaviest",
                 "lightest", "longest", "shortest", "top", "best", "worst", "latest", "earliest", "oldest", "newest"}
 RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "caps", "deadline", "deadlines",
               "threshold", "thresholds", "standard", "minimum", "maximum", "allowed", "permitted", "required",
-              "requires", "require", "requirement", "approval", "approve", "sign-off", "signoff", "sla", "breach",
-              "break", "breaks", "broke", "violate", "violates", "violated", "escalate", "escalated", "escalation",
-              "entitled", "owed", "eligible", "retention", "probation", "penalty", "according"}
-MODALS = {"must", "may", "should", "shall", "ought"}
+              "requires", "require", "requirement", "approval", "approve", "approved", "sign-off", "signoff", "sla",
+              "breach", "break", "breaks", "broke", "violate", "violates", "violated", "escalate", "escalated",
+              "escalation", "entitled", "owe", "owed", "owes", "eligible", "qualify", "qualifies", "qualified",
+              "exception", "exceptions", "retention", "probation", "penalty", "according", "need", "needs",
+              "needed"}
+MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
+QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
+         ("sign", "off"), ("signed", "off")}
+IMPLICIT = {"enough", "too"}  # "heavy enough", "too small": a threshold the question leans on without giving it
 COMPARE = {"than", "above", "below", "over", "under", "exceed", "exceeds", "exceeded", "exceeding", "beyond",
            "outside", "after", "before"}
-OWN = {"their", "its", "his", "her", "each", "own"}  # "after their promised date": a column of the same row
-WH_START = {"what", "which", "who", "list", "show", "name", "give", "find", "are", "is", "do", "does", "did", "were",
-            "was", "have", "has"}
+THRESHOLD = {"the", "a", "an", "our", "your"}  # "more than the cap"; "their", "its": a value of the row itself
+QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find", "check", "compare"}  # not "do
+# shipments count ...?": a yes/no question asks about rows only with a quantifier ("are any claims ...")
+QUANTIFIERS = {"any", "all", "every", "each"}
+VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "had", "can", "will"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
 
 
 def words(text: str) -> list[str]:
     """Lower-case words; "_" splits (column names), a possessive "'s" goes (the policy's -> policy)."""
-    return WORD.findall(re.sub(r"['’]s\b", "", str(text).lower().replace("_", " ")))
+    return WORD.findall(re.sub(r"['\u2019]s\b", "", str(text).lower().replace("_", " ")))
 
 
 def stem(word: str) -> str:
@@ -62,27 +87,59 @@ def stem(word: str) -> str:
     return word
 
 
+def root(word: str) -> str:
+    """A cruder stem for matching terms (severely delayed ~ severe delay): the same on both sides, not a lemma."""
+    for suffix in ("ly", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content(word: str) -> bool:
+    return word not in STOP and not word.isdigit() and word not in MONTHS and len(word) > 1
+
+
+def terms(text: str) -> set[tuple[str, str]]:
+    """The two-word terms of ``text``: adjacent content words, by root."""
+    toks = words(text)
+    return {(root(a), root(b)) for a, b in zip(toks, toks[1:]) if _content(a) and _content(b)}
+
+
+def id_shape(value: str) -> str | None:
+    """``CL0004`` -> ``cl9999``-like shape (letters kept, digits as 9), for values that mix letters and digits."""
+    v = str(value).strip().lower()
+    if re.fullmatch(r"[a-z]{1,4}-?\d{2,}", v):
+        return re.sub(r"\d", "9", v)
+    return None
+
+
 @dataclass
 class Vocabulary:
-    """The words by which a question names the tables: table nouns, column words, and text values (as word tuples)."""
+    """How a question can name the tables, and the two-word terms of the documents."""
 
-    tables: set[str] = field(default_factory=set)
-    columns: set[str] = field(default_factory=set)
+    tables: set[str] = field(default_factory=set)  # table names' words, singular
+    columns: set[str] = field(default_factory=set)  # column names' words, singular, without units
     column_phrases: set[tuple[str, ...]] = field(default_factory=set)
-    values: set[tuple[str, ...]] = field(default_factory=set)
-    names: set[tuple[str, ...]] = field(default_factory=set)  # values of a column with NAMES_FROM or more
+    values: set[tuple[str, ...]] = field(default_factory=set)  # text values as word tuples
+    names: set[tuple[str, ...]] = field(default_factory=set)  # values of a column with NAMES_FROM or more values
+    ids: set[str] = field(default_factory=set)  # id shapes, from example values
+    doc_terms: set[tuple[str, str]] = field(default_factory=set)  # terms found in the documents
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]] | None = None) -> Vocabulary:
-        """From a tables record (rag.data.build_database) and, per ``table.column``, its distinct text values."""
+    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]] | None = None,
+                    documents: Iterable[str] = ()) -> Vocabulary:
+        """From a tables record (rag.data.build_database), per ``table.column`` its distinct text values, and the
+        documents' texts."""
         vocab = cls()
         for table in record.get("tables") or []:
             vocab.tables |= {stem(w) for w in words(table["name"]) if w not in UNITS}
             for col in table.get("columns", []):
                 parts = [stem(w) for w in words(col["name"]) if w not in UNITS]
-                vocab.columns |= set(parts)
+                kind = str(col.get("type", "")).upper()
+                vocab.columns |= set(parts) | ({"date"} if "DATE" in kind or "TIMESTAMP" in kind else set())
                 if len(parts) > 1:
                     vocab.column_phrases.add(tuple(parts))
+                vocab.ids |= {s for s in map(id_shape, col.get("examples", [])) if s}
         for texts in (values or {}).values():
             for text in texts:
                 toks = tuple(words(text))
@@ -90,22 +147,37 @@ class Vocabulary:
                     vocab.values.add(toks)
                     if len(texts) >= NAMES_FROM:
                         vocab.names.add(toks)
+        counts: dict[tuple[str, str], int] = {}
+        n = 0
+        for n, text in enumerate(documents, 1):
+            for term in terms(text):
+                counts[term] = counts.get(term, 0) + 1
+            if n == DOC_CHUNKS:
+                break
+        vocab.doc_terms = {t for t, c in counts.items() if c <= max(1, COMMON_TERM * n)}
         return vocab
 
     @classmethod
-    def from_warehouse(cls, record: dict[str, Any], warehouse: Any) -> Vocabulary:
-        """From the record and the text values the warehouse holds (read through its guard, a few ms per column)."""
+    def from_warehouse(cls, record: dict[str, Any], warehouse: Any, documents: Iterable[str] = ()) -> Vocabulary:
+        """From the record, the text values the warehouse holds (read through its guard, a few ms per column) and
+        the documents' texts."""
         values: dict[str, list[str]] = {}
         for table in record.get("tables") or []:
             for col in table.get("columns", []):
-                if "CHAR" not in str(col.get("type", "")).upper() and "TEXT" not in str(col.get("type", "")).upper():
+                kind = str(col.get("type", "")).upper()
+                if "CHAR" not in kind and "TEXT" not in kind:
                     continue
-                name = f'{table["name"]}.{col["name"]}'
                 result = warehouse.run(f'SELECT DISTINCT "{col["name"]}" FROM "{table["name"]}" '
                                        f'WHERE length("{col["name"]}") <= {VALUE_CHARS}', max_rows=VALUES_PER_COLUMN)
                 if not result.truncated:
-                    values[name] = [str(r[0]) for r in result.rows if r[0] is not None]
-        return cls.from_record(record, values)
+                    values[f'{table["name"]}.{col["name"]}'] = [str(r[0]) for r in result.rows if r[0] is not None]
+        return cls.from_record(record, values, documents)
+
+    def explains(self, word: str) -> bool:
+        """Whether ``word`` is one of the tables' own words (a table, a column, or a word of a text value)."""
+        mine = root(word)
+        return any(mine.startswith(r) or r.startswith(mine) for r in map(root, self.tables | self.columns)
+                   if min(len(r), len(mine)) >= 4) or any(word in v for v in self.values)
 
 
 @dataclass
@@ -113,7 +185,7 @@ class Cues:
     """What the wording of one question says, and the route it leads to (with the words that decided it)."""
 
     rows: str | None  # why the question asks for rows of a table, or None
-    rule: str | None  # why it applies a rule the documents state, or None
+    rule: str | None  # why it applies something the documents state, or None
 
     @property
     def route(self) -> str:
@@ -122,21 +194,39 @@ class Cues:
     @property
     def reason(self) -> str:
         if not self.rows:
-            return "asks for nothing computed from rows of a table: the documents"
-        return f"{self.rows}" + (f"; {self.rule}" if self.rule else "; nothing it needs from the documents")
+            return "asks for nothing computed from rows of a table" + (f" ({self.rule})" if self.rule else "")
+        return f"{self.rows}; " + (self.rule or "nothing it needs from the documents")
 
 
 def read_cues(question: str, vocab: Vocabulary) -> Cues:
+    """The route of ``question`` by its wording (see the module's docstring), with the words that decided it."""
     toks = words(question)
     stems = [stem(t) for t in toks]
-    linked = _linked(toks, stems, vocab)  # positions covered by a value or a column phrase
+    starts = _sentence_starts(question, toks)
+    linked = _linked(toks, stems, vocab)
     nouns = {i for i, s in enumerate(stems) if s in vocab.tables or s in vocab.columns}
-    return Cues(rows=_rows(toks, stems, nouns, linked, vocab), rule=_rule(toks, stems, linked, vocab))
+    strong, weak = _rows(toks, stems, starts, nouns, linked, vocab)
+    rule = _rule(toks, linked, vocab)
+    if strong:
+        return Cues(rows=strong, rule=rule)
+    if weak and not _asks_rule(toks, starts):
+        return Cues(rows=weak, rule=rule)
+    return Cues(rows=None, rule=rule if weak else None)
+
+
+def _sentence_starts(question: str, toks: list[str]) -> set[int]:
+    starts, seen = {0}, 0
+    for part in SENTENCE.split(question)[:-1]:
+        seen += len(words(part))
+        starts.add(seen)
+    return {i for i in starts if i < len(toks)}
 
 
 def _linked(toks: list[str], stems: list[str], vocab: Vocabulary) -> dict[int, str]:
+    """Positions covered by a table value or a column's words ("credit limit"): those words are the tables'."""
     found: dict[int, str] = {}
-    for phrases, kind, seq in ((vocab.values, "value", toks), (vocab.column_phrases, "column", stems)):
+    for phrases, kind, seq in ((vocab.names, "name", toks), (vocab.values, "value", toks),
+                               (vocab.column_phrases, "column", stems)):
         for n in range(min(6, len(seq)), 0, -1):
             for i in range(len(seq) - n + 1):
                 if tuple(seq[i:i + n]) in phrases and not any(j in found for j in range(i, i + n)):
@@ -144,57 +234,80 @@ def _linked(toks: list[str], stems: list[str], vocab: Vocabulary) -> dict[int, s
     return found
 
 
-def _rows(toks: list[str], stems: list[str], nouns: set[int], linked: dict[int, str], vocab: Vocabulary) -> str | None:
-    table = lambda i: stems[i] in vocab.tables  # noqa: E731
+def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], linked: dict[int, str],
+          vocab: Vocabulary) -> tuple[str | None, str | None]:
+    """(a strong reason: counts or lists rows outright; a weak one: an aggregate, a top few or a record's value)."""
+    table = lambda j: stems[j] in vocab.tables  # noqa: E731
+    plural = lambda j: table(j) and toks[j] != stems[j] and toks[j - 1] not in {"a", "an"}  # noqa: E731 "a claims
+    # handler": a plural after "a" is a noun's modifier
     for i in range(len(toks) - 1):
-        if toks[i] == "how" and toks[i + 1] in {"many", "much"}:
-            span = range(i + 2, min(len(toks), i + 5))  # "how many open express claims", not "how many days must"
-            hit = next((j for j in span if j in nouns), None)
+        if toks[i] == "how" and toks[i + 1] in {"many", "much"}:  # the counted words end at the verb:
+            span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
+            end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS), span.stop)
+            hit = next((j for j in range(i + 2, end) if j in nouns), None)
             if hit is not None:
-                return f"asks how {toks[i + 1]} ({toks[hit]})"
-    if nouns:
-        agg = next((t for t in toks if t in AGGREGATES), None)
-        if agg:
-            return f"asks for a {agg} over {toks[min(nouns)]}"
-        for i, t in enumerate(toks):
-            if t in {"per", "each"} and i + 1 < len(toks) and (i + 1 in nouns or toks[i + 1] in
-                                                                {"month", "year", "quarter", "week"}):
-                return f"asks per {toks[i + 1]}"
-        if toks and toks[0] in WH_START and any(t in SUPERLATIVES for t in toks):
-            return f"asks for the {next(t for t in toks if t in SUPERLATIVES)} {toks[min(nouns)]}"
-    if toks and toks[0] in WH_START:
-        for j in range(1, min(len(toks), 5)):
-            if table(j) and toks[j] != stems[j]:  # "which carriers", "are any bronze-tier carriers"
-                return f"asks which {toks[j]}"
+                return f"asks how {toks[i + 1]} ({toks[hit]})", None
+        if toks[i] in {"number", "count"} and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
+            return f"asks for the {toks[i]} of {toks[i + 2]}", None
+    for i in starts:
+        if toks[i] in QUESTION_START and any(plural(j) for j in range(i + 1, min(len(toks), i + 5))):
+            j = next(j for j in range(i + 1, min(len(toks), i + 5)) if plural(j))
+            return f"asks which {toks[j]}", None
     for i, t in enumerate(toks):
-        plural = next((j for j in range(i + 1, min(len(toks), i + 4)) if table(j) and toks[j] != stems[j]), None)
-        if t == "all" and plural is not None:  # "all express shipments"
-            return f"asks about all {toks[plural]}"
-    named = _named(toks, vocab)
-    if named and toks and toks[0] in WH_START and any(stems[i] in vocab.columns for i in nouns - set(named)):
-        return f"asks for a stored value of {' '.join(toks[i] for i in sorted(named))}"
-    return None
+        if t in QUANTIFIERS:  # "any claims", "all express shipments", "any key accounts" (a column's plural)
+            j = next((j for j in range(i + 1, min(len(toks), i + 5)) if table(j) or j in nouns and toks[j] != stems[j]),
+                     None)
+            if j is not None:
+                return f"asks about {t} {toks[j]}", None
+    record = next((t for t in toks if id_shape(t) in vocab.ids), None)
+    if record:
+        return f"names the record {record.upper()}", None
+    if not nouns:
+        return None, None
+    agg = next((t for t in toks if t in AGGREGATES), None)
+    if agg:
+        return None, f"asks for a {agg} over {toks[min(nouns)]}"
+    for i, t in enumerate(toks[:-1]):
+        if t in {"per", "each", "by"} and (i + 1 in nouns or toks[i + 1] in {"month", "year", "quarter", "week"}):
+            return None, f"asks per {toks[i + 1]}"
+    sup = next((t for t in toks if t in SUPERLATIVES), None)
+    if sup and toks[0] in QUESTION_START:
+        return None, f"asks for the {sup} {toks[min(nouns)]}"
+    named = [i for i, kind in linked.items() if kind == "name"]
+    if named and toks[0] in QUESTION_START and any(stems[i] in vocab.columns for i in nouns - set(named)):
+        return None, f"asks for a stored value of {' '.join(toks[i] for i in sorted(named))}"
+    return None, None
 
 
-def _named(toks: list[str], vocab: Vocabulary) -> set[int]:
-    found: set[int] = set()
-    for n in range(min(6, len(toks)), 0, -1):
-        for i in range(len(toks) - n + 1):
-            if tuple(toks[i:i + n]) in vocab.names:
-                found |= set(range(i, i + n))
-    return found
+def _asks_rule(toks: list[str], starts: set[int]) -> bool:
+    """Whether a sentence's main verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...".
+
+    Read as: a modal or "have to"/"allowed to" within the first ten words of a sentence."""
+    for s in starts:
+        window = toks[s:s + 10]
+        if any(t in MODALS and not _month_may(toks, s + k) for k, t in enumerate(window)) or any(pair in QUASI for pair in zip(window, window[1:])):
+            return True
+    return False
 
 
-def _rule(toks: list[str], stems: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | None:
+def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | None:
+    for i, t in enumerate(toks[:-1]):
+        nxt = toks[i + 1]
+        if t in COMPARE and nxt in THRESHOLD and i + 2 < len(toks) and not (
+                toks[i + 2].isdigit() or toks[i + 2] in MONTHS or toks[i + 2] in {"first", "last", "end", "start"}):
+            return f"compares with a threshold it does not give ('{' '.join(toks[i:i + 5])}')"
     for i, t in enumerate(toks):
-        if t in COMPARE and i + 1 < len(toks):
-            j = i + 1 if t != "than" else i + 1
-            if toks[j] in {"the", "a", "an"} and j + 1 < len(toks) and not (
-                    toks[j + 1].isdigit() or toks[j + 1] in MONTHS or toks[j + 1] in {"first", "last", "end"}):
-                return f"compares with a threshold it does not give ('{' '.join(toks[i:i + 5])}')"
-    for i, t in enumerate(toks):
-        if (t in RULE_WORDS or t in MODALS and not _month_may(toks, i)) and i not in linked:
+        if i in linked:
+            continue
+        if t in RULE_WORDS or t in IMPLICIT or t in MODALS and not _month_may(toks, i):
             return f"names a rule ('{t}')"
+        if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
+            return f"names a rule ('{t} {toks[i + 1]}')"
+    for a, b in zip(range(len(toks)), range(1, len(toks))):
+        if a in linked and b in linked or not (_content(toks[a]) and _content(toks[b])):
+            continue
+        if (root(toks[a]), root(toks[b])) in vocab.doc_terms and not (vocab.explains(toks[a]) and vocab.explains(toks[b])):
+            return f"uses a term of the documents ('{toks[a]} {toks[b]}')"
     return None
 
 

@@ -1,0 +1,75 @@
+"""The model-free router (rag.data.schemalink) over the ops demo's real tables and policies: the vocabulary it reads
+from the database and the documents, and the route it gives each kind of question, near-misses included."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.data import Warehouse, build_database, discover_tables, write_ops_demo
+from rag.data.schemalink import Vocabulary, read_cues, terms, words
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("links")
+    write_ops_demo(root / "demo")
+    corpus = root / "demo" / "corpus"
+    record = build_database(discover_tables(corpus), root / "tables.duckdb")
+    documents = [p.read_text(encoding="utf-8") for p in sorted((corpus / "policies").glob("*.md"))]
+    with Warehouse(root / "tables.duckdb") as warehouse:
+        return Vocabulary.from_warehouse(record, warehouse, documents)
+
+
+def test_the_vocabulary_comes_from_the_tables_and_the_documents(vocab):
+    assert {"shipment", "claim", "customer", "carrier"} <= vocab.tables
+    assert {"weight", "status", "credit", "limit", "date"} <= vocab.columns  # "date": a DATE column
+    assert ("credit", "limit") in vocab.column_phrases
+    assert ("rotterdam",) in vocab.names and ("open",) in vocab.values and ("open",) not in vocab.names
+    assert {"cl9999", "s99999"} <= vocab.ids  # claim and shipment ids, from the examples
+    assert ("fuel", "surcharge") in vocab.doc_terms
+    everywhere = Vocabulary.from_record({}, documents=[f"Acme Corp rule {n}: late fees apply" for n in range(10)])
+    assert ("late", "fees") not in everywhere.doc_terms  # in every passage: the corpus's own words, not one rule's
+    assert ("late", "fees") in Vocabulary.from_record({}, documents=["Acme: late fees apply", "Acme: none", "x", "y"]).doc_terms
+
+
+@pytest.mark.parametrize("question, route", [
+    # the documents: rules, even when they name a table or say "how many"
+    ("What paperwork goes with a hazardous load?", "docs"),
+    ("Within how many days must a customer ask for a return?", "docs"),
+    ("What's the most a claims handler may approve on their own?", "docs"),
+    ("Does the fuel surcharge apply to economy shipments?", "docs"),
+    # the tables alone: counts, lists, records, thresholds the question gives
+    ("How many claims did Rotterdam customers file in May 2024?", "data"),
+    ("list every gold tier carrier", "data"),
+    ("What is the status of claim CL0007?", "data"),
+    ("How many shipments were delivered after their promised date?", "data"),
+    ("How many claims are above EUR 2,000?", "data"),
+    # a rule of the documents applied to the rows
+    ("How many claims are above the amount a handler can approve?", "both"),
+    ("Which express shipments are heavy enough to need advance booking?", "both"),
+    ("Total fuel surcharge on shipments to Lyon", "both"),
+    ("Are any claims still open past the escalation deadline?", "both"),
+])
+def test_each_kind_of_question_gets_its_route(vocab, question, route):
+    cues = read_cues(question, vocab)
+    assert cues.route == route, cues.reason
+
+
+def test_the_reason_names_the_words_that_decided(vocab):
+    both = read_cues("How many claims exceed the standard liability cap?", vocab)
+    assert both.route == "both" and "how many" in both.reason and "'exceed the standard liability cap'" in both.reason
+    data = read_cues("Which carrier handled the most shipments in May 2024?", vocab)
+    assert data.route == "data" and "nothing it needs from the documents" in data.reason  # May: the month
+    docs = read_cues("Who signs off a new carrier?", vocab)
+    assert docs.route == "docs" and docs.reason.startswith("asks for nothing computed from rows")
+
+
+def test_an_index_whose_tables_name_nothing_the_question_says_routes_to_the_documents():
+    vocab = Vocabulary.from_record({"tables": [{"name": "orders", "columns": [{"name": "order_id", "type": "VARCHAR"}]}]})
+    assert read_cues("How many vacation days do employees get?", vocab).route == "docs"
+    assert read_cues("How many orders were placed?", vocab).route == "data"
+
+
+def test_words_and_terms_read_possessives_column_names_and_inflections():
+    assert words("the policy's cap on credit_limit_eur") == ["the", "policy", "cap", "on", "credit", "limit", "eur"]
+    assert terms("severely delayed") == terms("a severe delay") != set()  # one root for both spellings
