@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
-SENTENCE = re.compile(r"[.?!;:]\s+|\s+-\s+")
+SENTENCE = re.compile(r"[.?!;:,]\s+|\s+-\s+")  # sentences and clauses: "In Q4, which carriers ..."
 VALUE_CHARS = 40  # longer text values (notes, descriptions) are not names a question repeats
 VALUES_PER_COLUMN = 500  # a column with more distinct values (an id, free text) gives no values to link
 NAMES_FROM = 10  # distinct values from which a column's values are names (customers, cities), not categories
@@ -55,18 +55,21 @@ RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "
               "breach", "break", "breaks", "broke", "violate", "violates", "violated", "escalate", "escalated",
               "escalation", "entitled", "owe", "owed", "owes", "eligible", "qualify", "qualifies", "qualified",
               "exception", "exceptions", "retention", "probation", "penalty", "according", "need", "needs",
-              "needed"}
+              "needed", "liable", "liability"}
+REQUESTS = {"i", "we", "you"}  # "I need a count of ...": a request, not a rule
 MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
 QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
          ("sign", "off"), ("signed", "off")}
 IMPLICIT = {"enough", "too"}  # "heavy enough", "too small": a threshold the question leans on without giving it
 COMPARE = {"than", "above", "below", "over", "under", "exceed", "exceeds", "exceeded", "exceeding", "beyond",
            "outside", "after", "before"}
-THRESHOLD = {"the", "a", "an", "our", "your"}  # "more than the cap"; "their", "its": a value of the row itself
+THRESHOLD = {"the", "a", "an", "our", "your", "what"}  # "more than the cap", "exceed what we owe"; "their", "its":
+# a value of the row itself
 QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find", "check", "compare"}  # not "do
 # shipments count ...?": a yes/no question asks about rows only with a quantifier ("are any claims ...")
 QUANTIFIERS = {"any", "all", "every", "each"}
 VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "had", "can", "will"}
+YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are shipments in transit counted ...?"
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
 
@@ -209,7 +212,8 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     rule = _rule(toks, linked, vocab)
     if strong:
         return Cues(rows=strong, rule=rule)
-    if weak and not _asks_rule(toks, starts):
+    if weak and not _asks_rule(toks) and toks[0] not in YES_NO:  # a yes/no question asks whether a
+        # rule holds ("are lost shipments counted in the on-time percentage?"); with "any" it counts rows (strong)
         return Cues(rows=weak, rule=rule)
     return Cues(rows=None, rule=rule if weak else None)
 
@@ -279,15 +283,11 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
     return None, None
 
 
-def _asks_rule(toks: list[str], starts: set[int]) -> bool:
-    """Whether a sentence's main verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...".
-
-    Read as: a modal or "have to"/"allowed to" within the first ten words of a sentence."""
-    for s in starts:
-        window = toks[s:s + 10]
-        if any(t in MODALS and not _month_may(toks, s + k) for k, t in enumerate(window)) or any(pair in QUASI for pair in zip(window, window[1:])):
-            return True
-    return False
+def _asks_rule(toks: list[str]) -> bool:
+    """Whether the question's verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...": a modal, or
+    "have to"/"allowed to", in a question that neither counts nor lists rows outright (those apply the rule)."""
+    return any(t in MODALS and not _month_may(toks, k) for k, t in enumerate(toks)) or \
+        any(pair in QUASI for pair in zip(toks, toks[1:]))
 
 
 def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | None:
@@ -298,6 +298,8 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
             return f"compares with a threshold it does not give ('{' '.join(toks[i:i + 5])}')"
     for i, t in enumerate(toks):
         if i in linked:
+            continue
+        if t in {"need", "needs"} and i and toks[i - 1] in REQUESTS:
             continue
         if t in RULE_WORDS or t in IMPLICIT or t in MODALS and not _month_may(toks, i):
             return f"names a rule ('{t}')"
