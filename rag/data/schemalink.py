@@ -65,7 +65,8 @@ COMPARE = {"than", "above", "below", "over", "under", "exceed", "exceeds", "exce
            "outside", "after", "before"}
 THRESHOLD = {"the", "a", "an", "our", "your", "what"}  # "more than the cap", "exceed what we owe"; "their", "its":
 # a value of the row itself
-QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find", "check", "compare"}  # not "do
+QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find", "check", "compare", "rank", "sort",
+                  "count", "pull", "get", "tally", "flag"}  # not "do
 # shipments count ...?": a yes/no question asks about rows only with a quantifier ("are any claims ...")
 QUANTIFIERS = {"any", "all", "every", "each"}
 VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "had", "can", "will"}
@@ -248,9 +249,13 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
         if toks[i] == "how" and toks[i + 1] in {"many", "much"}:  # the counted words end at the verb:
             span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
             end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS), span.stop)
-            hit = next((j for j in range(i + 2, end) if j in nouns), None)
-            if hit is not None:
+            hit = next((j for j in range(i + 2, end) if table(j)), next((j for j in range(i + 2, end) if j in nouns), None))
+            if hit is None and end == i + 2:  # "of the paid claims, how many were ...": counted before
+                hit = next((j for j in range(i - 1, -1, -1) if table(j)), None)
+            if hit is not None and table(hit):
                 return f"asks how {toks[i + 1]} ({toks[hit]})", None
+            if hit is not None:  # a column's word ("how many levels"): weak, a rule question may say it too
+                return None, f"asks how {toks[i + 1]} ({toks[hit]})"
         if toks[i] in {"number", "count"} and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
             return f"asks for the {toks[i]} of {toks[i + 2]}", None
     for i in starts:
@@ -266,6 +271,10 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
     record = next((t for t in toks if id_shape(t) in vocab.ids), None)
     if record:
         return f"names the record {record.upper()}", None
+    named = [i for i, kind in linked.items() if kind == "name"]
+    others = [i for i in nouns | {i for i, kind in linked.items() if kind != "name"} if i not in named]
+    if named and (others or len(_runs(named)) > 1):  # "did Kite Foods ship to Copenhagen", "Granite's credit line"
+        return f"names {' '.join(toks[i] for i in sorted(named))}", None
     if not nouns:
         return None, None
     agg = next((t for t in toks if t in AGGREGATES), None)
@@ -275,18 +284,30 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
         if t in {"per", "each", "by"} and (i + 1 in nouns or toks[i + 1] in {"month", "year", "quarter", "week"}):
             return None, f"asks per {toks[i + 1]}"
     sup = next((t for t in toks if t in SUPERLATIVES), None)
-    if sup and toks[0] in QUESTION_START:
+    if sup and any(t in QUESTION_START for t in toks[:3]):  # "in which month were the most claims filed"
         return None, f"asks for the {sup} {toks[min(nouns)]}"
-    named = [i for i, kind in linked.items() if kind == "name"]
-    if named and toks[0] in QUESTION_START and any(stems[i] in vocab.columns for i in nouns - set(named)):
-        return None, f"asks for a stored value of {' '.join(toks[i] for i in sorted(named))}"
+    for i in starts:  # "which key accounts ...": a column's plural, weak (a rule question may say it too)
+        j = next((j for j in range(i + 1, min(len(toks), i + 4)) if j in nouns and toks[j] != stems[j]), None)
+        if toks[i] in QUESTION_START and j is not None:
+            return None, f"asks which {toks[j]}"
     return None, None
+
+
+def _runs(positions: list[int]) -> list[list[int]]:
+    """Consecutive positions grouped: two runs are two names."""
+    runs: list[list[int]] = []
+    for p in sorted(positions):
+        if runs and p == runs[-1][-1] + 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
 
 
 def _asks_rule(toks: list[str]) -> bool:
     """Whether the question's verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...": a modal, or
     "have to"/"allowed to", in a question that neither counts nor lists rows outright (those apply the rule)."""
-    return any(t in MODALS and not _month_may(toks, k) for k, t in enumerate(toks)) or \
+    return any(t in MODALS | {"can"} and not _month_may(toks, k) for k, t in enumerate(toks)) or \
         any(pair in QUASI for pair in zip(toks, toks[1:]))
 
 
