@@ -6,11 +6,15 @@
 
 The router is either the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
 model call; the default) or the SourceRouter signature, which reads the question and the schema summary; for the
-model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted: :class:`rag.data.Warehouse` passes it through the
-SQL guard and runs it read-only with a time limit and a row cap. A refused or failing statement goes back to the
+model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is
+never trusted: :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit
+and a row cap. A refused or failing statement goes back to the
 writer with the guard's or DuckDB's one-line reason ``corrections`` times (default once); after that the route
-reports that it found nothing usable. A result becomes a passage-like piece of evidence with the id ``sql:1``, so
-the answerer cites it as it cites a passage, and the trace's ``sql`` step keeps the statement and its rows.
+reports that it found nothing usable. Before that correction, a statement DuckDB refuses for a mistake about where a
+column is (``T1.region`` when ``region`` is in ``T2``, a table never joined, a date written as a string) is fixed
+from the schema and run once more (rag.data.sqlrepair), with the fix noted in the trace. A result becomes a
+passage-like piece of evidence with the id ``sql:1``, so the answerer cites it as it cites a passage, and the
+trace's ``sql`` step keeps the statement and its rows.
 
 Nothing that goes wrong here (an unusable model output, a refused statement, a database error) stops the question:
 the documents' route runs as if the index had no tables. Only a model that cannot be reached at all stops it, as
@@ -27,6 +31,7 @@ import dspy
 
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
+from rag.data.sqlrepair import repair_sql
 from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
@@ -37,12 +42,13 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 
 class DataRoute(dspy.Module):
-    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, rows: int = 50, timeout_s: float = 5.0,
-                 corrections: int = 1):
+    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, columns: dict | None = None, rows: int = 50,
+                 timeout_s: float = 5.0, corrections: int = 1):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
         self.cues = cues  # rag.data.schemalink.Vocabulary: route by the question's wording; None: by the SourceRouter
+        self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
@@ -100,7 +106,7 @@ class DataRoute(dspy.Module):
                 step.reason = "the SQL writer found no query over these tables that answers the question"
                 break
             try:
-                result = self.warehouse.run(sql, time_limit_s=self.timeout_s, max_rows=self.rows)
+                result = self._run(sql, step)
             except DataError as exc:  # "guard: ..." refused before it ran; "duckdb: ..." failed or ran too long
                 step.verdict = False
                 step.reason = f"{'guard' if isinstance(exc, SQLRejected) else 'duckdb'}: {_one_line(exc)}"
@@ -113,6 +119,25 @@ class DataRoute(dspy.Module):
             return [hit]
         trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
         return []
+
+
+    def _run(self, sql: str, step: Step) -> Any:
+        """Run ``sql``; when it fails, once more as rag.data.sqlrepair fixes it from the schema (a column moved to
+        the table that has it, a missing join, a date literal), noted in the step. Raises the first error when
+        there is nothing to fix or the fixed statement fails too."""
+        try:
+            return self.warehouse.run(sql, time_limit_s=self.timeout_s, max_rows=self.rows)
+        except DataError as first:
+            fixed = repair_sql(sql, self.columns) if self.columns else None
+            if fixed is None:
+                raise
+            try:
+                result = self.warehouse.run(fixed.sql, time_limit_s=self.timeout_s, max_rows=self.rows)
+            except DataError:
+                raise first from None
+            step.notes.append(f"repaired from the schema after \"{_one_line(first)[:120]}\": {'; '.join(fixed.changes)}")
+            step.sql = fixed.sql
+            return result
 
 
 def parse_route(value: Any) -> str:

@@ -74,11 +74,12 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
     if record and path is not None and settings.data_route != "off":
         from rag.data import Warehouse, schema_summary
         from rag.data.schemalink import Vocabulary
+        from rag.data.sqlrepair import columns_of
 
         warehouse = Warehouse(path)
         cues = (Vocabulary.from_warehouse(record, warehouse, (c.text for c in index.chunks))
                 if settings.router == "cues" else None)
-        data = DataRoute(warehouse, schema_summary(record), cues=cues, rows=settings.sql_rows,
+        data = DataRoute(warehouse, schema_summary(record), cues=cues, columns=columns_of(record), rows=settings.sql_rows,
                          timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries) if on else None)
