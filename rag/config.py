@@ -41,6 +41,7 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model")  # rag.data.schemalink, signatures.SourceRouter
+CRITIC_CHECKS = ("numbers", "numbers+model", "model")  # rag.agent.critique.CHECKS
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -146,6 +147,10 @@ class Settings:
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
     critic_retries: int = 1  # ungrounded answers rewritten with the critic's reason; then flagged low_confidence
+    # what the critic checks (rag.agent.critique): "numbers" = every number of the answer is in the question or the
+    # evidence it cites (no model call); "model" = the GroundingCritic signature on the grader's model;
+    # "numbers+model" = the model when the numbers pass
+    critic_checks: str = "numbers"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
@@ -214,6 +219,8 @@ class Settings:
                 raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
         if self.data_route not in DATA_ROUTES:
             raise ConfigError(f"data_route={self.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
+        if self.critic_checks not in CRITIC_CHECKS:
+            raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; use one of: {', '.join(CRITIC_CHECKS)}")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.critic not in CRITIC_MODES:

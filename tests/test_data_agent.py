@@ -46,13 +46,13 @@ def checksum(ops):
     assert hashlib.sha256(index.tables_path.read_bytes()).hexdigest() == before
 
 
-def agent_for(ops, answers, *, critic=True, retries=1, **kwargs):
+def agent_for(ops, answers, *, critic=True, retries=1, checks="model", **kwargs):
     from rag.retrieval.retriever import Retriever
 
     index, _ = ops
     dspy.configure(lm=DummyLM(answers))
     data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
-    return Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(retries) if critic else None,
+    return Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(retries, checks) if critic else None,
                  **kwargs)
 
 
@@ -161,6 +161,17 @@ def test_an_ungrounded_answer_is_written_again_once_then_flagged(ops, checksum):
     assert pred.low_confidence is True and "no result states" in pred.critic_reason
     assert "written again after the critic" in " ".join(pred.trace.of("answer")[1].notes)
     assert prediction_to_dict(pred)["low_confidence"] is True
+
+
+def test_a_number_no_evidence_holds_is_caught_without_a_model_call(ops, checksum):
+    n = open_claims(ops)
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, {"answer": f"There are {n + 7} open claims [sql:1].",
+                                                             "cited_ids": ["sql:1"]},
+                           {"answer": f"There are {n} open claims [sql:1].", "cited_ids": ["sql:1"]}],
+                     checks="numbers")(question="How many claims are open?")  # no critic output scripted
+    first, second = pred.trace.of("critique")
+    assert first.verdict is False and f"states {n + 7}," in first.reason and first.tokens_in == 0
+    assert second.verdict is True and not pred.low_confidence and pred.answer.startswith(f"There are {n} ")
 
 
 def test_a_grounded_second_answer_is_not_flagged(ops, checksum):
@@ -327,7 +338,8 @@ def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, 
     args, out = _ask_cli(ops, monkeypatch, tmp_path, {
         "- grounded (": {"reason": "the answer says 'all' but the result counts open claims only", "grounded": False},
         "- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
-        "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}})
+        "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}},
+        "--set", "critic_checks=model")  # the model critic: the number check passes this answer
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[0] == f"All {n} claims are open [sql:1]."

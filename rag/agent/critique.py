@@ -8,11 +8,23 @@ This is the second bounded loop, after the grader's: the grader decides before a
 answer at all; the critic checks what was written. It reads the passages and SQL results the answer cites (all that
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
+
+Two checks, chosen by ``checks`` (the ``critic_checks`` setting):
+
+- ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
+  as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
+  claim of a small model (a count it never read); the reason names it, so the answer written again can drop it.
+  A number the answer computes from the evidence (a sum of two rows) is flagged too: say it in words.
+- ``model``: the GroundingCritic signature reads the answer and the evidence.
+
+``numbers+model`` runs the model only when the numbers pass. The default is ``numbers``: on the ops demo's hand
+labels the model's verdicts agreed with them less than chance (benchmarks/results/critic_checks.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dspy
@@ -28,10 +40,17 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
+CHECKS = ("numbers", "numbers+model", "model")
+NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
+_CITATION = re.compile(r"\[[^\]\n]{1,80}\]")
+_LIST_MARK = re.compile(r"(?m)^\s*\d{1,2}[.)]\s")
+
+
 class Critic(dspy.Module):
-    def __init__(self, retries: int = 1):
+    def __init__(self, retries: int = 1, checks: str = "numbers"):
         super().__init__()
         self.retries = retries  # answers written again after an ungrounded verdict; then the answer is flagged
+        self.checks = checks  # CHECKS: the number check, the model, or the model after the numbers pass
         self.check = dspy.Predict(GroundingCritic)
         self.revise = dspy.Predict(Revision)
 
@@ -42,6 +61,17 @@ class Critic(dspy.Module):
         step = trace.add(Step(node="critique", query=question))
         evidence = [h for h in hits if h.chunk_id in cited] or list(hits)
         step.shown_ids = [h.chunk_id for h in evidence]
+        if "numbers" in self.checks:
+            missing = unsupported_numbers(answer, [question, *(h.text for h in evidence)])
+            step.notes.append("numbers checked against the question and the cited evidence (no model call)")
+            if missing:
+                step.verdict = False
+                step.reason = (f"states {', '.join(missing)}, which neither the question nor the evidence it cites "
+                               "holds")
+                return False, step.reason
+            if self.checks == "numbers":
+                step.verdict, step.reason = True, "every number it states is in the question or the evidence"
+                return True, step.reason
         try:
             pred, stats = call("grader", self.check, [], question=question, answer=answer,
                                evidence=format_context(evidence, max_chars=max_chars))
@@ -58,3 +88,27 @@ class Critic(dspy.Module):
         step.verdict = bool(pred.grounded)
         step.reason = " ".join(str(pred.reason or "").split()) or None
         return step.verdict, step.reason or "the critic found a claim the evidence does not state"
+
+
+def unsupported_numbers(answer: str, sources: Iterable[str]) -> list[str]:
+    """The numbers of ``answer`` (as written) that no text of ``sources`` holds, exactly or rounded to the answer's
+    precision, as a share (0.4 for 40) or as a percentage (40 for 0.4). Citation ids ``[...]`` and list numbering
+    are not claims."""
+    text = _LIST_MARK.sub(" ", _CITATION.sub(" ", answer))
+    known = [_value(n) for source in sources for n in NUMBER.findall(_CITATION.sub(" ", source) if source else "")]
+    missing = []
+    for written in NUMBER.findall(text):
+        value, places = _value(written), len(written.split(".")[1]) if "." in written else 0
+        if not any(_same(value, k, places) or _same(value, k * 100, places) or _same(value, k / 100, places)
+                   for k in known) and written not in missing:
+            missing.append(written)
+    return missing
+
+
+def _value(written: str) -> float:
+    return float(written.replace(",", ""))
+
+
+def _same(value: float, known: float, places: int) -> bool:
+    """``value`` is ``known`` written with ``places`` decimals (1234.57 for 1234.5678; 12 for 12.0 or 11.7)."""
+    return abs(round(known, places) - value) < 10 ** -(places + 3) or abs(known - value) < 1e-9

@@ -82,7 +82,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         data = DataRoute(warehouse, schema_summary(record), cues=cues, columns=columns_of(record), rows=settings.sql_rows,
                          timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
-    return data, (Critic(settings.critic_retries) if on else None)
+    return data, (Critic(settings.critic_retries, settings.critic_checks) if on else None)
 
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:
