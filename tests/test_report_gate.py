@@ -301,6 +301,18 @@ def test_a_setting_added_by_a_later_version_resumes_only_at_its_default(tmp_path
         open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": {"top_k": 4}})
 
 
+def test_a_setting_whose_default_changed_behaviour_resumes_only_at_the_old_behaviour(tmp_path):
+    """router and critic_checks arrived with defaults that do something new (schema cues, the number check): a run
+    made before them used the model for both, so it resumes only with them set to "model"."""
+    old = {"top_k": 4, "data_route": "auto"}
+    open_run(tmp_path, {"config_name": "full", "golden_hash": "abc", "config": old})
+    with pytest.raises(InputError, match="router: None -> 'cues'"):
+        open_run(tmp_path, {"config_name": "full", "golden_hash": "abc",
+                            "config": {**old, "router": "cues", "critic_checks": "model"}})
+    open_run(tmp_path, {"config_name": "full", "golden_hash": "abc",
+                        "config": {**old, "router": "model", "critic_checks": "model"}})  # no error
+
+
 def test_report_shows_what_each_rewrite_bought(runs):
     text = report(list(runs))
     section = text.split("## What each rewrite bought")[1].split("## Failures")[0]

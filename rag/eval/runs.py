@@ -130,7 +130,8 @@ def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
             if not _same(key, old.get(key), meta.get(key)):
                 raise InputError(
                     f"{out_dir} holds a run with a different {key} ({_diff(old.get(key), meta.get(key))}); "
-                    f"resume only continues the same config and golden file. Use --out NEW_DIR, or delete {out_dir}")
+                    f"resume only continues the same config and golden file{_older(old.get(key), meta.get(key))}. "
+                    f"Use --out NEW_DIR, or delete {out_dir}")
         return
     others = sorted({str(r["config"]) for r in read_records(out_dir) if r.get("config") not in (None, meta.get("config_name"))})
     if others:
@@ -162,15 +163,27 @@ def read_run_json(out_dir: Path) -> dict[str, Any]:
 
 
 def _same(key: str, old: Any, new: Any) -> bool:
-    """Whether a run.json value matches; a setting added by a later version counts as the same when the
-    new run has it at its default, since the old run could only have used that behaviour."""
+    """Whether a run.json value matches; a setting added by a later version counts as the same when the new run
+    has it at the value that behaves as the old run did: its default, or, for a setting whose default changed what
+    Sieve does (``router``: the model before, schema cues now), rag.config.BEFORE_THE_SETTING's value."""
     if key != "config" or not isinstance(old, dict) or not isinstance(new, dict):
         return old == new
-    from rag.config import setting_defaults
+    from rag.config import setting_defaults, value_before
 
     defaults = setting_defaults()
-    added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == defaults[k]}
+    added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == value_before(k)}
     return old == {k: v for k, v in new.items() if k not in added}
+
+
+def _older(old: Any, new: Any) -> str:
+    """How to resume a run made before a setting whose default changed behaviour: ``--set name=old value``."""
+    from rag.config import BEFORE_THE_SETTING
+
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return ""
+    sets = [f"--set {k}={v}" for k, v in BEFORE_THE_SETTING.items() if k in new and k not in old and new[k] != v]
+    return f" (that run predates {', '.join(s.split()[1].split('=')[0] for s in sets)}: resume it with {' '.join(sets)})" \
+        if sets else ""
 
 
 def _diff(old: Any, new: Any) -> str:
