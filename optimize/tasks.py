@@ -171,6 +171,10 @@ def _data_tasks(roles: Sequence[str], items: Sequence[Any], index: Any, gold: di
 
     schema = schema_summary(index.tables_record)
     tasks: dict[str, RoleTask] = {}
+    if "router" in roles and settings.router != "model":
+        raise InputError(f"router = {settings.router}: the agent routes by the question's wording, with no model call, "
+                         "so there is no router prompt to compile; compile it with --set router=model (and set "
+                         "router = \"model\" where the compiled program runs), or leave out --roles router")
     if "router" in roles:
         labelled = [i for i in items if (i.meta or {}).get("route") in SOURCES]
         splits = _by_split([(i.split, route_example(i, schema)) for i in labelled], "router",

@@ -367,6 +367,11 @@ def test_the_router_and_the_sql_writer_compile_against_their_labels_without_a_ju
     monkeypatch.setenv("SIEVE_HOME", str(tmp_path / "home"))
     golden = index.dir.parent / "demo" / "golden.jsonl"
     settings = load_settings({"index_dir": index.dir, "artifacts_dir": tmp_path / "artifacts"})
+    from rag.errors import InputError
+
+    with pytest.raises(InputError, match="router = cues: .* --set router=model"):  # the default routes with no prompt
+        compile_program(settings, golden=golden, roles=["router"], dry_run=True, show_progress=False)
+    settings = settings.replace(router="model")
     # the scripted model routes everything to the tables and always counts the open claims
     lm = DummyLM({"`[[ ## source ## ]]`": ROUTE_DATA, "`[[ ## sql ## ]]`": {"sql": OPEN_CLAIMS}})
     result = compile_program(settings, golden=golden, roles=["router", "sql"], out="data-route", show_progress=False,

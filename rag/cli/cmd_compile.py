@@ -60,7 +60,7 @@ def compile_cmd(
 
         rag compile --roles hyde --out hyde-bootstrap
 
-        rag compile --roles router,sql --golden ops/golden.jsonl --index-dir ops/index --max-demos 4
+        rag compile --roles router,sql --golden ops/golden.jsonl --index-dir ops/index --max-demos 4 --set router=model
 
         rag compile --max-demos 1 --out qwen-bootstrap
     """
