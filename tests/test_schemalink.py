@@ -73,3 +73,19 @@ def test_an_index_whose_tables_name_nothing_the_question_says_routes_to_the_docu
 def test_words_and_terms_read_possessives_column_names_and_inflections():
     assert words("the policy's cap on credit_limit_eur") == ["the", "policy", "cap", "on", "credit", "limit", "eur"]
     assert terms("severely delayed") == terms("a severe delay") != set()  # one root for both spellings
+
+
+def test_values_are_read_from_columns_whatever_their_names(tmp_path):
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute('CREATE TABLE orders ("odd ""name""" VARCHAR, city VARCHAR, n INTEGER)')
+    con.execute("INSERT INTO orders VALUES ('x1', 'Paris', 1), ('x2', 'Lyon', 2)")
+    con.close()
+    record = {"tables": [{"name": "orders", "columns": [{"name": 'odd "name"', "type": "VARCHAR"},
+                                                        {"name": "city", "type": "VARCHAR"}, {"name": "n", "type": "INTEGER"}]}]}
+    with Warehouse(tmp_path / "t.duckdb") as warehouse:
+        vocab = Vocabulary.from_warehouse(record, warehouse)
+    assert {("paris",), ("lyon",), ("x1",)} <= vocab.values
+    assert read_cues("Did anything go to Lyon and Paris?", vocab).route == "docs"  # no table, no count: not rows
+    assert read_cues("Which orders went to Lyon?", vocab).route == "data"

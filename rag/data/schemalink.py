@@ -27,6 +27,7 @@ They are English; benchmarks/results/router_cues.md measures them on questions w
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -34,6 +35,8 @@ WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
 SENTENCE = re.compile(r"[.?!;:,]\s+|\s+-\s+")  # sentences and clauses: "In Q4, which carriers ..."
 VALUE_CHARS = 40  # longer text values (notes, descriptions) are not names a question repeats
 VALUES_PER_COLUMN = 500  # a column with more distinct values (an id, free text) gives no values to link
+VALUES_SECONDS = 1.0  # per column: a large table's column that takes longer gives no values
+VALUES_BUDGET_S = 5.0  # all columns together: the agent starts in bounded time over any tables
 NAMES_FROM = 10  # distinct values from which a column's values are names (customers, cities), not categories
 DOC_CHUNKS = 50_000  # passages read for the documents' two-word terms; a larger corpus's later chunks are not
 COMMON_TERM = 0.3  # a term in more of the passages than this share is the corpus's name for itself ("Kestrel
@@ -73,6 +76,10 @@ VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "
 YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are shipments in transit counted ...?"
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
+
+
+def _quoted(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def words(text: str) -> list[str]:
@@ -163,16 +170,24 @@ class Vocabulary:
 
     @classmethod
     def from_warehouse(cls, record: dict[str, Any], warehouse: Any, documents: Iterable[str] = ()) -> Vocabulary:
-        """From the record, the text values the warehouse holds (read through its guard, a few ms per column) and
-        the documents' texts."""
+        """From the record, the text values the warehouse holds (read through its guard: a few ms per column of a
+        small table; a column that takes longer than VALUES_SECONDS, or all of them past VALUES_BUDGET_S, gives
+        none) and the documents' texts."""
+        from rag.errors import DataError
+
         values: dict[str, list[str]] = {}
+        started = time.perf_counter()
         for table in record.get("tables") or []:
             for col in table.get("columns", []):
                 kind = str(col.get("type", "")).upper()
-                if "CHAR" not in kind and "TEXT" not in kind:
+                if "CHAR" not in kind and "TEXT" not in kind or time.perf_counter() - started > VALUES_BUDGET_S:
                     continue
-                result = warehouse.run(f'SELECT DISTINCT "{col["name"]}" FROM "{table["name"]}" '
-                                       f'WHERE length("{col["name"]}") <= {VALUE_CHARS}', max_rows=VALUES_PER_COLUMN)
+                name, source = _quoted(col["name"]), _quoted(table["name"])
+                try:
+                    result = warehouse.run(f"SELECT DISTINCT {name} FROM {source} WHERE length({name}) <= {VALUE_CHARS}",
+                                           max_rows=VALUES_PER_COLUMN, time_limit_s=VALUES_SECONDS)
+                except DataError:  # a column the guard or DuckDB will not read this way: no values from it
+                    continue
                 if not result.truncated:
                     values[f'{table["name"]}.{col["name"]}'] = [str(r[0]) for r in result.rows if r[0] is not None]
         return cls.from_record(record, values, documents)
