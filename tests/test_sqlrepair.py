@@ -105,3 +105,9 @@ def test_a_repair_never_gets_past_the_guard(tables):
 class _NoCost:
     latency_ms = tokens_in = tokens_out = cost = 0
     model, cached, notes = "scripted", False, []
+
+
+def test_a_float_sum_reads_without_its_rounding_noise(tables):
+    warehouse, _ = tables
+    result = warehouse.run("SELECT 0.1::DOUBLE + 0.2::DOUBLE AS x, 710844.0000000006::DOUBLE AS y")
+    assert result.to_dict()["rows"] == [[0.3, 710844.0]] and "0.30000000000000004" not in result.as_text()

@@ -150,8 +150,8 @@ def _plain(value: Any) -> Any:
     """``value`` as JSON can hold it."""
     if value is None or isinstance(value, bool | int | str):
         return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
+    if isinstance(value, float):  # 12 significant digits: a SUM's 710844.0000000006 reads 710844.0
+        return float(f"{value:.12g}") if math.isfinite(value) else None
     if isinstance(value, Decimal):
         return float(value) if value.is_finite() else None
     if isinstance(value, dt.date | dt.time):
