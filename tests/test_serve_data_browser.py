@@ -127,7 +127,8 @@ def data_programs(index: Any, lms: dict[str, Any]) -> Any:
     from rag.serve.programs import Programs
 
     def build(settings, use_artifact: bool) -> Program:
-        data, critic = data_stages(index, settings)
+        # the model router and critic: their reasons are the untrusted model text this page must show as text
+        data, critic = data_stages(index, settings.replace(router="model", critic_checks="model"))
         assert data is not None and critic is not None and critic.retries == 1
         agent = Sieve(Retriever(index, mode=settings.mode, top_k=settings.top_k), max_rewrites=settings.max_rewrites,
                       top_k=settings.top_k, lms=lms, data=data, critic=critic)
