@@ -128,6 +128,8 @@ def test_table_names_are_plain_identifiers_and_a_clash_names_both_files(tmp_path
                                      r"its columns are: claim_id, amount, city, filed"),
     ("description = \n", r"claims\.csv\.meta\.toml: not a valid TOML file"),
     ("descripton = 'x'\n", r"claims\.csv\.meta\.toml: expected description = .* \(found descripton\)"),
+    ("aliases = 'case'\n", r"claims\.csv\.meta\.toml: aliases must be a list of words .* e\.g\. aliases = \["),
+    ("aliases = ['case', '']\n", r"claims\.csv\.meta\.toml: aliases must be a list"),
 ])
 def test_a_bad_sidecar_names_its_file_and_what_is_wrong(tmp_path: Path, sidecar: str, says: str):
     files = write_tables(tmp_path / "data")
@@ -272,3 +274,21 @@ def test_rag_index_refuses_a_folder_of_tables_alone(tmp_path: Path, docs: Path):
     assert isinstance(result.exception, InputError)
     assert "holds 1 table file(s) (claims.csv) but no documents; an index needs documents" in str(result.exception)
     assert not (tmp_path / "idx").exists()
+
+
+def test_aliases_name_a_table_for_the_sql_writer_and_the_router(tmp_path: Path):
+    """A sidecar's aliases: kept in the record, shown in the schema summary, and words the cue router links."""
+    from rag.data.schemalink import Vocabulary, read_cues
+
+    files = write_tables(tmp_path / "data")
+    (tmp_path / "data" / "claims.csv.meta.toml").write_text(
+        'description = "One row per insurance claim"\naliases = ["case", "insurance  dispute"]\n', encoding="utf-8")
+    record = build_database([files["claims"]], tmp_path / "t.duckdb")
+    assert record["tables"][0]["aliases"] == ["case", "insurance dispute"]
+    assert schema_summary(record).splitlines()[0].endswith(": One row per insurance claim (also called: case, "
+                                                           "insurance dispute)")
+    vocab = Vocabulary.from_record(record)
+    assert read_cues("How many cases were filed in Lyon?", vocab).route == "data"
+    assert read_cues("Which disputes are the largest?", vocab).route == "data"
+    without = Vocabulary.from_record({"tables": [{**record["tables"][0], "aliases": []}]})
+    assert read_cues("How many cases were filed in Lyon?", without).route == "docs"

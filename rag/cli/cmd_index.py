@@ -65,8 +65,9 @@ def index_cmd(
     Tables (CSV, TSV, Parquet, JSON lines, every table of a SQLite or DuckDB file) go into one
     DuckDB database in the index, named after their files (claims.csv -> claims), built and swapped
     in with the rest; a file that cannot be read stops the build and the old index is kept. Describe
-    a table for the SQL writer in a sidecar beside it, claims.csv.meta.toml: description = "..." and,
-    under \\[columns], amount = "claim amount in EUR"; for a database file, one \\[tables.NAME]
+    a table for the SQL writer in a sidecar beside it, claims.csv.meta.toml: description = "...",
+    aliases = ["case"] (other words for its rows, which the router links to it) and, under
+    \\[columns], amount = "claim amount in EUR"; for a database file, one \\[tables.NAME]
     section per table. An index needs documents: a folder of tables alone is refused; index your
     documents and add the tables with --tables.
     """

@@ -21,7 +21,9 @@ unless it counts or lists rows outright ("how many claims *should* have been esc
 
 Why not only the model: on the embedded 1.5B model the SourceRouter signature answers close to one constant route
 whatever the question (benchmarks/results/data_route.md). The cues need no model call and say which words decided.
-They are English; benchmarks/results/router_cues.md measures them on questions written without seeing them.
+They are English; benchmarks/results/router_cues.md measures them on questions written without seeing them. A word
+the tables never use ("hauliers" for carriers) links only when the table's sidecar lists it in ``aliases`` (the
+last word of a longer alias: "haulage firm" links "firms").
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ class Vocabulary:
         vocab = cls()
         for table in record.get("tables") or []:
             vocab.tables |= {stem(w) for w in words(table["name"]) if w not in UNITS}
+            vocab.tables |= {stem(words(a)[-1]) for a in table.get("aliases") or [] if words(a)}  # "haulage firm": firm
             for col in table.get("columns", []):
                 parts = [stem(w) for w in words(col["name"]) if w not in UNITS]
                 kind = str(col.get("type", "")).upper()

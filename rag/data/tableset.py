@@ -18,6 +18,7 @@ Descriptions, shown to the SQL writer: a sidecar ``<file>.meta.toml`` beside the
 ``claims.csv.meta.toml``)::
 
     description = "One row per insurance claim, 2023-2024"
+    aliases = ["case", "dispute"]   # other words people use for its rows (the router links them to the table)
     [columns]
     amount = "claim amount in EUR"
 
@@ -135,6 +136,8 @@ def schema_summary(record: dict[str, Any], *, examples: int = 3) -> str:
         rows = table.get("rows", 0)
         head = f"TABLE {_ident(table['name'])} ({rows:,} row{'' if rows == 1 else 's'})"
         lines = [f"{head}: {table['description']}" if table.get("description") else head]
+        if table.get("aliases"):
+            lines[0] += f" (also called: {', '.join(table['aliases'])})"
         for col in table.get("columns", []):
             notes = [col["description"].rstrip(". ")] if col.get("description") else []  # "...; e.g." reads on
             shown = col.get("examples", [])[:examples]
@@ -344,10 +347,15 @@ def _describe(con: Any, entry: dict[str, Any], meta: dict[str, Any] | None, path
                 raise InputError(f"{side}: a database's sidecar holds [tables.NAME] sections only (found "
                                  f"{', '.join(extra) or 'tables = ...'}); e.g. [tables.{inner}] description = \"...\"")
             part = sections.get(inner, sections.get(entry["name"], {}))
-        extra = sorted(set(part) - {"_file", "description", "columns"})
+        extra = sorted(set(part) - {"_file", "description", "aliases", "columns"})
         if extra or not isinstance(part.get("description", ""), str) or not isinstance(part.get("columns", {}), dict):
-            raise InputError(f"{side}: expected description = \"...\" and a [columns] table of name = \"...\" "
-                             f"(found {', '.join(extra) or 'a value of the wrong type'})")
+            raise InputError(f"{side}: expected description = \"...\", aliases = [\"...\"] and a [columns] table of "
+                             f"name = \"...\" (found {', '.join(extra) or 'a value of the wrong type'})")
+        aliases = part.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+            raise InputError(f"{side}: aliases must be a list of words people use for the table's rows, e.g. "
+                             f"aliases = [\"haulier\", \"haulage firm\"] (found {aliases!r:.60})")
+        entry["aliases"] = [" ".join(a.split()) for a in aliases]
         table_desc = part.get("description") or table_desc
         names = [r[0] for r in con.execute(f"SELECT * FROM {_ident(entry['name'])} LIMIT 0").description]
         for col, text in part.get("columns", {}).items():
@@ -386,7 +394,7 @@ def _summarize(con: Any, entry: dict[str, Any]) -> None:
                 break
         columns.append({"name": col, "type": kind, "description": described.get(col), "examples": examples})
     entry["columns"] = columns
-    entry.update({k: entry.pop(k) for k in ("rows", "description", "columns")})  # name, source, rows, ... in order
+    entry.update({k: entry.pop(k) for k in ("rows", "description", "aliases", "columns") if k in entry})  # in order
 
 
 # ---------------------------------------------------------------------- small helpers
