@@ -390,3 +390,38 @@ def test_agent_eval_reviewed_only_runs_the_reviewed_items(tmp_path, tiny_index, 
                               reviewed_only=True, out=tmp_path / "run")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert code == 0 and summary["n_selected"] == 1 and summary["ids"] == ["d1"]
+
+
+def _unanswerable_script(index, questions):
+    """A one-slot unanswerable plan, and a drafting LM that writes ``questions[k]`` from the k-th passage tried."""
+    (p,) = plan_draft(index.chunks, 1, parse_types("unanswerable=1"), 0)
+    same = [c for c in index.chunks if c.source == p.seed.source and c.text.strip()]
+    at = [c.id for c in same].index(p.seed.id)
+    tried = [same[(at + k) % len(same)] for k in range(len(questions))]
+    drafts = {_header(c): {"question": q, "missing": "not said"} for c, q in zip(tried, questions)}
+    return p, tried, DummyLM(drafts)
+
+
+def test_an_unanswerable_draft_must_name_something_the_corpus_never_mentions(tmp_path, tiny_retriever):
+    """The 1.5B's "unanswerable" drafts asked about what the corpus covers; a draft whose every term the corpus holds
+    is drafted again from the next passage of its document, UNANSWERABLE_TRIES times, then dropped unlabelled."""
+    from rag.curate.draft import UNANSWERABLE_TRIES
+
+    from rag.curate.absent import COMMON
+
+    index = tiny_retriever.index
+    own = [w for w in index.chunks[0].text.lower().split() if w.isalpha() and len(w) > 3 and w not in COMMON][:2]
+    covered = f"What about '{own[0]}' and '{own[1]}'?"  # every term of it is in the corpus
+    p, tried, lm = _unanswerable_script(index, [covered, "How is nonlocal configured on Windows?"])
+    result, _ = run_draft(tiny_retriever, tmp_path / "kept.jsonl", (lm, DummyLM([NOT_RELEVANT] * 10)), n=1,
+                          mix="unanswerable=1")
+    (kept,) = result.kept
+    assert kept["seed_chunk_id"] == tried[1].id and kept["question"].endswith("on Windows?")
+    assert set(kept["absent_terms"]) == {"configured", "windows"} and kept["pool"]
+    p, tried, lm = _unanswerable_script(index, [covered] * UNANSWERABLE_TRIES)
+    no_labels = DummyLM([])  # a labelling call would fail: a dropped draft spends none
+    result, log = run_draft(tiny_retriever, tmp_path / "dropped.jsonl", (lm, no_labels), n=1, mix="unanswerable=1")
+    (dropped,) = result.dropped
+    assert not result.kept and dropped["pool"] == []
+    assert dropped["dropped"].startswith(f"every term it asks about is in the documents, in {UNANSWERABLE_TRIES} draft(s)")
+    assert read_lines(dropped_path(tmp_path / "dropped.jsonl"))[0]["id"] == p.id

@@ -48,6 +48,7 @@ NOT_COVERED = "Not covered by the indexed documents."
 MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling model
 MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
 MAX_FAILURES_IN_A_ROW = 10  # drafts that fail one after another before the run stops
+UNANSWERABLE_TRIES = 3  # passages of the seed's document an unanswerable slot drafts from before it is dropped
 # A small labelling model may call every pooled passage irrelevant, even the seed the question was drafted from (the
 # embedded Qwen2.5-Coder-1.5B did for 8 of 8 first drafts on the built-in corpus, with one constant reason): the seed
 # of an answerable or vague item is then gold anyway, flagged, and rag golden check counts such items.
@@ -298,9 +299,11 @@ class _Drafter:
     def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk]) -> None:
         import dspy
 
+        from rag.curate.absent import CorpusTerms
         from signatures import PoolLabeler, QuestionDrafter, UnanswerableDrafter, VagueQuestionDrafter
 
         self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
+        self.corpus = CorpusTerms(c.text for c in chunks.values())
         self.predict = {"answerable": dspy.Predict(QuestionDrafter), "vague": dspy.Predict(VagueQuestionDrafter),
                         "unanswerable": dspy.Predict(UnanswerableDrafter)}
         self.label = dspy.Predict(PoolLabeler)
@@ -314,9 +317,18 @@ class _Drafter:
     def item(self, p: Planned, retriever: Any, k: int, sections: str) -> dict[str, Any]:
         """The drafted, labelled record of ``p`` (with ``dropped`` set when its draft is not kept)."""
         unanswerable = p.type == "unanswerable"
-        inputs = {"passage": passage(p.seed), **({"sections": sections} if unanswerable else {})}
-        draft = self._call(self.predict[p.type], self.draft_lm, **inputs)
-        question = " ".join(str(draft.question or "").split())
+        if unanswerable:
+            draft, question, seed, absent, tried = self._unanswerable(p, sections)
+            if not absent:  # every term is in the corpus: the documents very likely answer it; no pool to label
+                return {"id": p.id, "type": p.type, "question": question, "reference_answer": NOT_COVERED,
+                        "should_refuse": True, "relevant_chunk_ids": [], "split": p.split, "seed_chunk_id": seed.id,
+                        "source": seed.source, "section": seed.title, "pool": [],
+                        "dropped": f"every term it asks about is in the documents, in {len(tried)} draft(s): "
+                                   + " | ".join(tried)}
+            p = Planned(p.id, p.type, seed, p.split)
+        else:
+            draft = self._call(self.predict[p.type], self.draft_lm, passage=passage(p.seed))
+            question = " ".join(str(draft.question or "").split())
         reference = " ".join(str(getattr(draft, "reference_answer", "") or "").split())
         if not question or not (reference or unanswerable):
             raise ValueError(f"the model wrote no {'question' if not question else 'reference answer'}")
@@ -343,8 +355,29 @@ class _Drafter:
             rec["seed_gold"] = SEED_GOLD
         if unanswerable:
             rec["missing"] = str(draft.missing or "")
+            rec["absent_terms"] = absent
             if relevant:
                 why = "; ".join(f"{lab['chunk_id']}: {lab['reason']}" for lab in labels if lab["relevant"])
                 rec["dropped"] = f"pooled passage(s) labelled as answering it: {why}"
         return rec
 
+    def _unanswerable(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], list[str]]:
+        """(draft, question, the passage it was drafted from, its absent terms, every question tried): drafts from
+        the seed and then from the next passages of its document, at most UNANSWERABLE_TRIES, until a question
+        names something the corpus never mentions (rag.curate.absent)."""
+        from rag.curate.absent import absent_terms
+
+        same = [c for c in self.chunks.values() if c.source == p.seed.source and c.text.strip()]
+        at = next((i for i, c in enumerate(same) if c.id == p.seed.id), 0)
+        tried: list[str] = []
+        draft, question, seed = None, "", p.seed
+        for seed in (same[(at + k) % len(same)] for k in range(min(UNANSWERABLE_TRIES, len(same)))):
+            draft = self._call(self.predict["unanswerable"], self.draft_lm, passage=passage(seed), sections=sections)
+            question = " ".join(str(draft.question or "").split())
+            if not question:
+                raise ValueError("the model wrote no question")
+            tried.append(question)
+            absent = absent_terms(question, self.corpus)
+            if absent:
+                return draft, question, seed, absent, tried
+        return draft, question, seed, [], tried
