@@ -21,6 +21,8 @@ def test_terms_are_quoted_spans_code_and_uncommon_words():
     ("Does math.fmod(a, b) enter breakpoint()?", []),  # code, with other arguments, still found
     ("What does 'abs(x) < math.fmod(x,y)' keep?", ["abs(x) < math.fmod(x,y)"]),  # abs is not in the corpus
     ("How do statements rebind enclosing functions?", []),  # plurals and singulars of corpus words
+    ("Is a nonlocal-global statement a debugger?", []),  # a hyphenated compound of corpus words
+    ("What does the '+= 1' statement do?", []),  # a quoted span with no word in it is not a term
     ("How does asyncio.gather handle return_exceptions?", ["asyncio.gather", "return_exceptions", "handle"]),
     ("Which debugger commands does pdb accept?", ["commands", "pdb", "accept"]),
 ])

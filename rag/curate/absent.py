@@ -41,6 +41,8 @@ class CorpusTerms:
         term = re.sub(r"\(.*?\)", "()", term.lower().strip())  # math.fmod(x,y) -> math.fmod()
         if _CODE.fullmatch(term):
             return term.rstrip("()") in self.text
+        if "-" in term and term.replace("-", "").isalnum():  # "try-except": present when its parts are
+            return all(self.has(part) for part in term.split("-") if part)
         if not term.replace("-", "").isalnum():  # 'abs(x) < abs(y)': present when each of its parts is
             parts = [*_CODE.findall(term), *_WORD.findall(_CODE.sub(" ", term))]
             return bool(parts) and all(self.has(p) for p in parts)
@@ -54,6 +56,7 @@ def terms(question: str) -> list[str]:
     rest = _QUOTED.sub(" ", question)
     spans += _CODE.findall(rest)
     rest = _CODE.sub(" ", rest)
+    spans = [t for t in spans if _WORD.search(t.lower())]  # '+= 1' names nothing to look up
     for term in [*spans, *(w for w in _WORD.findall(rest.lower()) if len(w) >= 3 and w not in COMMON)]:
         if term and term.lower() not in (f.lower() for f in found):
             found.append(term)
