@@ -405,9 +405,8 @@ def _unanswerable_script(index, questions):
 def test_an_unanswerable_draft_must_name_something_the_corpus_never_mentions(tmp_path, tiny_retriever):
     """The 1.5B's "unanswerable" drafts asked about what the corpus covers; a draft whose every term the corpus holds
     is drafted again from the next passage of its document, UNANSWERABLE_TRIES times, then dropped unlabelled."""
-    from rag.curate.draft import UNANSWERABLE_TRIES
-
     from rag.curate.absent import COMMON
+    from rag.curate.draft import UNANSWERABLE_TRIES
 
     index = tiny_retriever.index
     own = [w for w in index.chunks[0].text.lower().split() if w.isalpha() and len(w) > 3 and w not in COMMON][:2]

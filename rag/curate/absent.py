@@ -26,7 +26,8 @@ done has have had having can could should would will shall may might must this t
 they its into onto from than then also any all each every some such between about over under other another more
 most less least very only just same own used use using uses way ways work works mean means meaning difference
 differences purpose happens happen example examples possible something anything thing things kind kinds type types
-one two get gets make makes made""".split())
+one two get gets make makes made passage passages document documents section sections text mentioned
+mention""".split())  # the drafter's words for its input ("the function mentioned in the passage") name nothing
 
 
 class CorpusTerms:
