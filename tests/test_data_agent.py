@@ -223,6 +223,23 @@ def test_the_router_chooses_both_on_output_it_cannot_use(ops, output):
     assert trace.steps[0].route == "both" and trace.steps[0].notes
 
 
+def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops, checksum):
+    """As rag ask builds it (data_stages, default settings): the cue router and the number check call no model, so a
+    model scripted with only a statement and an answer carries the whole question."""
+    from rag.retrieval.retriever import Retriever
+
+    index, settings = ops
+    data, critic = data_stages(index, settings)
+    assert data.cues is not None and critic.checks == "numbers" and data.columns["claims"]["amount_eur"] == "DOUBLE"
+    n = open_claims(ops)
+    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    assert nodes(pred) == ["route", "sql", "answer", "critique"] and not pred.low_confidence
+    route, critique = pred.trace.of("route")[0], pred.trace.of("critique")[0]
+    assert route.route == "data" and "how many (claims)" in route.reason and route.tokens_in == 0
+    assert critique.verdict is True and critique.tokens_in == 0
+
+
 def test_an_index_without_tables_builds_no_router_and_no_critic(tiny_index, ops):
     settings = load_settings({})
     assert data_stages(tiny_index, settings) == (None, None)
