@@ -214,7 +214,7 @@ def main() -> None:
         if role == "router" and variant == "cues":
             from rag.data.schemalink import Vocabulary
 
-            predict = Vocabulary.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks))
+            predict = Vocabulary.for_index(index, warehouse)
         elif role == "router":
             predict = _router(variant, demos["choose"])
         else:  # the SQL writer, first statement or correction

@@ -285,11 +285,6 @@ setting existed did. A run recorded without such a setting resumes only at this 
 every other added setting's old behaviour is its default."""
 
 
-def value_before(name: str) -> Any:
-    """What a run made before setting ``name`` existed behaved as: :data:`BEFORE_THE_SETTING`, else the default."""
-    return BEFORE_THE_SETTING.get(name, setting_defaults()[name])
-
-
 def _kind(name: str) -> tuple[Any, bool]:
     """(the field's type without ``None``, whether ``None`` is allowed), read from its annotation, so a field added
     later is checked like the others. A type other than str, int, float, bool or Path is returned as it is."""

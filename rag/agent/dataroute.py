@@ -8,9 +8,8 @@ The router is either the question's wording read against the tables' own words (
 model call; the default) or the SourceRouter signature, which reads the question and the schema summary; for the
 model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is
 never trusted: :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit
-and a row cap. A refused or failing statement goes back to the
-writer with the guard's or DuckDB's one-line reason ``corrections`` times (default once); after that the route
-reports that it found nothing usable. Before that correction, a statement DuckDB refuses for a mistake about where a
+and a row cap. A refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason
+``corrections`` times (default once); after that the route reports that it found nothing usable. Before that correction, a statement DuckDB refuses for a mistake about where a
 column is (``T1.region`` when ``region`` is in ``T2``, a table never joined, a date written as a string) is fixed
 from the schema and run once more (rag.data.sqlrepair), with the fix noted in the trace. A result becomes a
 passage-like piece of evidence with the id ``sql:1``, so the answerer cites it as it cites a passage, and the
@@ -119,7 +118,6 @@ class DataRoute(dspy.Module):
             return [hit]
         trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
         return []
-
 
     def _run(self, sql: str, step: Step) -> Any:
         """Run ``sql``; when it fails, once more as rag.data.sqlrepair fixes it from the schema (a column moved to

@@ -77,8 +77,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         from rag.data.sqlrepair import columns_of
 
         warehouse = Warehouse(path)
-        cues = (Vocabulary.from_warehouse(record, warehouse, (c.text for c in index.chunks))
-                if settings.router == "cues" else None)
+        cues = Vocabulary.for_index(index, warehouse) if settings.router == "cues" else None
         data = DataRoute(warehouse, schema_summary(record), cues=cues, columns=columns_of(record), rows=settings.sql_rows,
                          timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)

@@ -304,6 +304,10 @@ class _Drafter:
 
         self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
         self.corpus = CorpusTerms(c.text for c in chunks.values())
+        self.by_source: dict[str, list[Chunk]] = {}  # each document's non-empty passages, in index order
+        for c in chunks.values():
+            if c.text.strip():
+                self.by_source.setdefault(c.source, []).append(c)
         self.predict = {"answerable": dspy.Predict(QuestionDrafter), "vague": dspy.Predict(VagueQuestionDrafter),
                         "unanswerable": dspy.Predict(UnanswerableDrafter)}
         self.label = dspy.Predict(PoolLabeler)
@@ -367,7 +371,7 @@ class _Drafter:
         names something the corpus never mentions (rag.curate.absent)."""
         from rag.curate.absent import absent_terms
 
-        same = [c for c in self.chunks.values() if c.source == p.seed.source and c.text.strip()]
+        same = self.by_source.get(p.seed.source) or [p.seed]
         at = next((i for i, c in enumerate(same) if c.id == p.seed.id), 0)
         tried: list[str] = []
         draft, question, seed = None, "", p.seed

@@ -195,6 +195,11 @@ class Vocabulary:
                     values[f'{table["name"]}.{col["name"]}'] = [str(r[0]) for r in result.rows if r[0] is not None]
         return cls.from_record(record, values, documents)
 
+    @classmethod
+    def for_index(cls, index: Any, warehouse: Any) -> Vocabulary:
+        """The vocabulary of an index with tables: its tables record, the warehouse's values and its passages."""
+        return cls.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks))
+
     def explains(self, word: str) -> bool:
         """Whether ``word`` is one of the tables' own words (a table, a column, or a word of a text value)."""
         mine = root(word)
@@ -344,7 +349,8 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
             return f"names a rule ('{t} {toks[i + 1]}')"
-    for a, b in zip(range(len(toks)), range(1, len(toks))):
+    for a in range(len(toks) - 1):
+        b = a + 1
         if a in linked and b in linked or not (_content(toks[a]) and _content(toks[b])):
             continue
         if (root(toks[a]), root(toks[b])) in vocab.doc_terms and not (vocab.explains(toks[a]) and vocab.explains(toks[b])):

@@ -168,10 +168,10 @@ def _same(key: str, old: Any, new: Any) -> bool:
     Sieve does (``router``: the model before, schema cues now), rag.config.BEFORE_THE_SETTING's value."""
     if key != "config" or not isinstance(old, dict) or not isinstance(new, dict):
         return old == new
-    from rag.config import setting_defaults, value_before
+    from rag.config import BEFORE_THE_SETTING, setting_defaults
 
-    defaults = setting_defaults()
-    added = {k for k in new.keys() - old.keys() if k in defaults and new[k] == value_before(k)}
+    before = {**setting_defaults(), **BEFORE_THE_SETTING}  # what a run made before each setting existed did
+    added = {k for k in new.keys() - old.keys() if k in before and new[k] == before[k]}
     return old == {k: v for k, v in new.items() if k not in added}
 
 
@@ -181,9 +181,11 @@ def _older(old: Any, new: Any) -> str:
 
     if not isinstance(old, dict) or not isinstance(new, dict):
         return ""
-    sets = [f"--set {k}={v}" for k, v in BEFORE_THE_SETTING.items() if k in new and k not in old and new[k] != v]
-    return f" (that run predates {', '.join(s.split()[1].split('=')[0] for s in sets)}: resume it with {' '.join(sets)})" \
-        if sets else ""
+    changed = {k: v for k, v in BEFORE_THE_SETTING.items() if k in new and k not in old and new[k] != v}
+    if not changed:
+        return ""
+    return (f" (that run predates {', '.join(changed)}: resume it with "
+            f"{' '.join(f'--set {k}={v}' for k, v in changed.items())})")
 
 
 def _diff(old: Any, new: Any) -> str:
