@@ -108,9 +108,13 @@ export function initPassage() {
     const r = dialog.getBoundingClientRect();
     if (e.clientX < r.left || e.clientX > r.right || e.clientY < r.top || e.clientY > r.bottom) closePassage();
   });
-  // Escape closes a modal dialog by itself ("cancel", then "close"); every way of closing ends here
+  // Escape closes a modal dialog by itself ("cancel", then "close"); every way of closing ends here. The "close"
+  // event comes a task after the dialog shut, and the browser may already have put focus back: focus moves to the
+  // opener only when it is nowhere (or still in the dialog), so a Tab pressed in between is not undone
   dialog.addEventListener("close", () => {
-    if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
+    const at = document.activeElement;
+    const lost = !at || at === document.body || dialog.contains(at);
+    if (lost && opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
     opener = null;
   });
 }
