@@ -107,6 +107,10 @@ class Settings:
     # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
     # or "hnsw" at any size (benchmarks/results/scale.md: latency and HNSW's recall against flat)
     dense_index: str = "auto"
+    # rag index: also embed each chunk longer than this many word pieces as overlapping windows of that size, and
+    # rank a chunk in dense search by its best window (rag.index.windows: the model reads 256 pieces at most);
+    # 0 = one vector per chunk. An index keeps the windows it was built with; change this, then rebuild
+    dense_windows: int = 64
     # chunking
     chunk_size: int = 1200  # target characters per chunk
     chunk_overlap: int = 150  # characters carried over between chunks of one section
@@ -244,6 +248,8 @@ class Settings:
         if self.embedding_runtime not in EMBEDDING_RUNTIMES:
             raise ConfigError(f"embedding_runtime={self.embedding_runtime!r} is not allowed; use one of: "
                               f"{', '.join(EMBEDDING_RUNTIMES)}")
+        if self.dense_windows != 0 and not 16 <= self.dense_windows <= 512:
+            raise ConfigError(f"dense_windows must be 0 (off) or from 16 to 512 word pieces, got {self.dense_windows}")
         if self.dense_index not in DENSE_INDEXES:
             raise ConfigError(f"dense_index={self.dense_index!r} is not allowed; use one of: {', '.join(DENSE_INDEXES)}")
         if self.embedding_precision not in EMBEDDING_PRECISIONS:

@@ -18,8 +18,11 @@ from tests.retrieval_support import copy_index, settings, small_chunks, small_in
 def test_index_folder_layout_and_manifest():
     index = small_index()
     names = sorted(p.name for p in index.dir.iterdir())
-    assert names == ["bm25", "chunks.jsonl", "dense.faiss", "embeddings.npy", "manifest.json"]
+    assert names == ["bm25", "chunks.jsonl", "dense.faiss", "embeddings.npy", "manifest.json", "windows.faiss",
+                     "windows.npy"]
     m = json.loads((index.dir / "manifest.json").read_text())
+    assert m["windows"]["tokens"] == 64 and m["windows"]["stride"] == 32
+    assert m["windows"]["count"] == index.windows[0].ntotal >= len(index.chunks)
     assert m == index.manifest
     assert m["sieve_version"] and m["built_at"] and m["build_seconds"] > 0
     assert m["embedding"]["model"] == "default" and m["embedding"]["dim"] == 384

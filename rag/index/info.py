@@ -15,8 +15,8 @@ def filterable(value: Any) -> bool:
 
 
 def describe(index: Any) -> dict[str, Any]:
-    """The index as plain data: ``{"dir", "built_at", "sieve_version", "chunks", "sources", "embedding", "fields",
-    "tables"}``; ``fields`` maps each metadata field to its value counts, most common first."""
+    """The index as plain data: ``{"dir", "built_at", "sieve_version", "chunks", "sources", "embedding", "windows",
+    "fields", "tables"}`` (``windows``: the manifest's record of rag.index.windows, or None); ``fields`` maps each metadata field to its value counts, most common first."""
     m = index.manifest
     values: dict[str, Counter] = {}
     for chunk in index.chunks:
@@ -33,7 +33,7 @@ def describe(index: Any) -> dict[str, Any]:
     return {"dir": str(index.dir), "built_at": m.get("built_at"), "sieve_version": m.get("sieve_version"),
             "chunks": len(index.chunks), "sources": len({c.source for c in index.chunks}),
             "corpus": (m.get("corpus") or {}).get("source"),
-            "embedding": label,
+            "embedding": label, "windows": m.get("windows"),
             "fields": {k: dict(v.most_common()) for k, v in sorted(values.items())},
             "tables": (m.get("tables") or {}).get("tables", [])}
 
@@ -43,6 +43,11 @@ def render(info: dict[str, Any]) -> str:
     lines = [f"Index {info['dir']}",
              f"  built {info['built_at']} by Sieve {info['sieve_version']} from {info['corpus']}",
              f"  {info['chunks']:,} chunks from {info['sources']:,} source(s); embeddings: {info['embedding']}"]
+    windows = info.get("windows")
+    long_chunks = (windows or {}).get("long_chunks", 0)
+    lines.append(f"  passage windows: {windows['count']:,} vectors (the {long_chunks:,} chunk{'' if long_chunks == 1 else 's'} "
+                 f"longer than {windows['tokens']} word pieces in windows of that size, the rest whole)" if windows else
+                 "  passage windows: none, one vector per chunk (rebuild with dense_windows = 64 to add them)")
     if info["fields"]:
         lines.append("Metadata fields (rag search/ask/eval --where FIELD=VALUE):")
         for name, counts in info["fields"].items():

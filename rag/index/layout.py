@@ -42,7 +42,9 @@ FAISS_FILE = "dense.faiss"
 EMBEDDINGS = "embeddings.npy"
 TABLES = "tables.duckdb"  # the tables beside the documents (rag.data.tableset), only in an index built with some
 REQUIRED = (CHUNKS, BM25_DIR, FAISS_FILE, EMBEDDINGS)
-OPTIONAL = (TABLES,)
+WINDOWS_FAISS = "windows.faiss"  # dense vectors of passage windows (rag.index.windows), in an index built with them
+WINDOW_OWNERS = "windows.npy"  # the chunk row of each window vector
+OPTIONAL = (TABLES, WINDOWS_FAISS, WINDOW_OWNERS)
 LAYOUT = (MANIFEST, *REQUIRED, *OPTIONAL)
 
 

@@ -27,12 +27,14 @@ def out_of_space(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, RuntimeError)) and bool(SHORT_WRITE.search(str(exc)))
 
 
-def bytes_needed(chunks: int, dim: int, characters: int, hnsw: bool) -> int:
-    """Rough size of an index: the vectors twice (embeddings.npy and FAISS; HNSW adds its graph), the chunk store
-    and the bm25s matrices (both about the size of the text), plus a margin of a quarter."""
+def bytes_needed(chunks: int, dim: int, characters: int, hnsw: bool, windows: int = 0) -> int:
+    """Rough size of an index: the vectors twice (embeddings.npy and FAISS; HNSW adds its graph), the window
+    vectors and their owners, the chunk store and the bm25s matrices (both about the size of the text), plus a
+    margin of a quarter."""
     vectors = chunks * dim * 4
     graph = chunks * 32 * 2 * 4 if hnsw else 0
-    return int(1.25 * (2 * vectors + graph + 3 * characters + 4096))
+    window_bytes = windows * (dim * 4 + 4 + (32 * 2 * 4 if hnsw else 0))
+    return int(1.25 * (2 * vectors + graph + window_bytes + 3 * characters + 4096))
 
 
 def _mb(n: float) -> str:

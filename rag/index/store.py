@@ -49,6 +49,8 @@ from rag.index.layout import (
     MANIFEST,
     REQUIRED,
     TABLES,
+    WINDOW_OWNERS,
+    WINDOWS_FAISS,
     build_lock,
     build_target,
     check_target,
@@ -143,6 +145,7 @@ class Index:
         self.embedding_model = embedding_model
         self.embedding_runtime = "onnx"  # Index.load sets settings.embedding_runtime
         self._query_encoder: Any = None
+        self._windows: tuple[Any, np.ndarray] | None = None
         self.position = {c.id: i for i, c in enumerate(chunks)}
         # the tables beside the documents (rag.data.tableset): the manifest's record and the database file, or None
         self.tables_record: dict[str, Any] | None = manifest.get("tables") or None
@@ -229,13 +232,50 @@ class Index:
         """The normalised vector of one query, from :attr:`query_encoder`."""
         return np.asarray(self.query_encoder.encode([text])[0], dtype=np.float32)
 
+    @property
+    def windows(self) -> tuple[Any, np.ndarray] | None:
+        """The passage windows' FAISS index and owners (rag.index.windows), read on first use; None in an index
+        built without them (``dense_windows = 0``, or before they existed), whose chunks have one vector each."""
+        record = self.manifest.get("windows")
+        if not record:
+            return None
+        if self._windows is None:
+            gen = self._generation
+
+            def read() -> tuple[Any, np.ndarray]:
+                if gen is not None:
+                    part = gen.faiss(WINDOWS_FAISS), gen.load_npy(WINDOW_OWNERS)
+                    gen.release(WINDOW_OWNERS)
+                    return part
+                import faiss
+
+                return faiss.read_index(str(self.dir / WINDOWS_FAISS)), np.load(self.dir / WINDOW_OWNERS)
+
+            try:
+                part = gen.part(WINDOWS_FAISS, read) if gen is not None else read()
+                dense, owners = part
+            except Exception as exc:  # noqa: BLE001 - any failure to read a part means the folder is damaged
+                raise IndexMismatch(f"Index at {self.dir} is corrupt ({WINDOWS_FAISS}: {type(exc).__name__}: {exc}). "
+                                    f"Rebuild it with: {rebuild_command(self.dir, self.manifest)}") from None
+            if not (dense.ntotal == len(owners) == record.get("count")) or (len(owners) and (
+                    int(owners.max()) >= len(self.chunks) or int(owners.min()) < 0)):
+                raise IndexMismatch(f"Index at {self.dir} is inconsistent ({WINDOWS_FAISS} holds {dense.ntotal} "
+                                    f"windows, {WINDOW_OWNERS} {len(owners)}, the manifest {record.get('count')}). "
+                                    f"Rebuild it with: {rebuild_command(self.dir, self.manifest)}")
+            self._windows = part
+        return self._windows
+
     def dense_search(self, vector: np.ndarray, n: int) -> list[tuple[int, float]]:
-        """Top ``n`` (row, cosine) for a normalised query vector."""
-        n = min(n, self.faiss.ntotal)
-        if hasattr(self.faiss, "hnsw"):
-            self.faiss.hnsw.efSearch = max(HNSW_EF_SEARCH, 2 * n)
-        scores, rows = self.faiss.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), n)
-        return [(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if r >= 0]
+        """Top ``n`` (row, cosine) for a normalised query vector: a chunk's best window's cosine where the index has
+        passage windows (rag.index.windows), its own vector's otherwise."""
+        windows = self.windows
+        if windows is None:
+            return _faiss_search(self.faiss, vector, n)
+        from rag.index.windows import best_by_owner
+
+        dense, owners = windows
+        return best_by_owner(lambda v, m: _faiss_search(dense, v, m), owners, vector, min(n, len(self.chunks)),
+                             dense.ntotal)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -279,7 +319,8 @@ class Index:
                     f"Rebuild it with: {rebuild_command(root, manifest, wanted)} "
                     f"(or use the index's model: --embedding-model {_q(built_with)} / SIEVE_EMBEDDING_MODEL={built_with})"
                 )
-        wanted_files = (*REQUIRED, TABLES) if manifest.get("tables") else REQUIRED
+        wanted_files = (*REQUIRED, *((TABLES,) if manifest.get("tables") else ()),
+                        *((WINDOWS_FAISS, WINDOW_OWNERS) if manifest.get("windows") else ()))
         missing = [name for name in wanted_files if name not in gen.names]
         if missing:
             raise IndexMismatch(f"Index at {root} is incomplete (missing {', '.join(missing)}). "
@@ -300,6 +341,15 @@ class Index:
         index = cls(root, chunks, manifest, None, None, embeddings, built_with, generation=gen)  # bm25, faiss: on first use
         index.embedding_runtime = settings.embedding_runtime
         return index
+
+
+def _faiss_search(dense: Any, vector: np.ndarray, n: int) -> list[tuple[int, float]]:
+    """Top ``n`` (row, inner product) of a FAISS index for one vector."""
+    n = min(n, dense.ntotal)
+    if hasattr(dense, "hnsw"):
+        dense.hnsw.efSearch = max(HNSW_EF_SEARCH, 2 * n)
+    scores, rows = dense.search(np.asarray(vector, dtype=np.float32).reshape(1, -1), n)
+    return [(int(r), float(s)) for r, s in zip(rows[0], scores[0]) if r >= 0]
 
 
 def _q(value: Any) -> str:
@@ -501,19 +551,28 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             queued.add(i)
     if show_progress:
         print(f"embedding {len(todo)} of {len(chunks)} chunks ({len(chunks) - len(todo)} reused)", file=sys.stderr)
+
+    def encode(batch: list[str], unit: str = "chunk") -> np.ndarray:
+        if embedder is None:
+            return _encode(encoder, batch, show_progress, unit)
+        if own_encoder:
+            return embedder(batch, encoder=encoder, record=encoder_record)
+        return embedder(batch)
+
     t = time.perf_counter()
     if todo:
-        batch = [texts[i] for i in todo]
-        if embedder is None:
-            vectors[todo] = _encode(encoder, batch, show_progress)
-        elif own_encoder:
-            vectors[todo] = embedder(batch, encoder=encoder, record=encoder_record)
-        else:
-            vectors[todo] = embedder(batch)
+        vectors[todo] = encode([texts[i] for i in todo])
     timings["embed_seconds"] = round(time.perf_counter() - t, 3)
+    windows = None
+    if settings.dense_windows:
+        t = time.perf_counter()
+        windows = _windows(chunks, root, vectors, model_path, encoder_record.get("precision", "fp32"),
+                           settings.dense_windows, encode, show_progress)
+        timings["windows_seconds"] = round(time.perf_counter() - t, 3)
 
     had_index = (root / MANIFEST).exists()
-    need = bytes_needed(len(chunks), dim, sum(len(t) for t in texts), len(chunks) > hnsw_threshold)
+    need = bytes_needed(len(chunks), dim, sum(len(t) for t in texts), len(chunks) > hnsw_threshold,
+                        0 if windows is None else len(windows[1]))
     need += tables[1].stat().st_size if tables is not None else 0
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.building-", dir=root.parent))
@@ -534,12 +593,10 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
         timings["bm25_seconds"] = round(time.perf_counter() - t, 3)
         retriever.save(str(tmp / BM25_DIR))
         t = time.perf_counter()
-        if len(chunks) > hnsw_threshold:
-            dense = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-            dense.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        else:
-            dense = faiss.IndexFlatIP(dim)
-        dense.add(vectors)
+        dense = _faiss_index(vectors, hnsw_threshold)
+        if windows is not None:
+            faiss.write_index(_faiss_index(windows[0], hnsw_threshold), str(tmp / WINDOWS_FAISS))
+            np.save(tmp / WINDOW_OWNERS, windows[1])
         timings["faiss_seconds"] = round(time.perf_counter() - t, 3)
         faiss.write_index(dense, str(tmp / FAISS_FILE))
         np.save(tmp / EMBEDDINGS, vectors)
@@ -565,6 +622,7 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
             "faiss": {"type": type(dense).__name__, "hnsw_threshold": hnsw_threshold,
                       **({"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION} if len(chunks) > hnsw_threshold else {})},
             "indexed_text": "title + newline + text (see rag.index.store.index_text)",
+            **({"windows": windows[2]} if windows is not None else {}),
         }
         if tables is not None:
             manifest["tables"] = tables[0]
@@ -580,14 +638,70 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
         print(f"indexed {len(chunks)} chunks into {root} in {manifest['build_seconds']:.1f}s", file=sys.stderr)
 
 
-def _encode(encoder: Any, texts: list[str], show_progress: bool) -> np.ndarray:
+def _faiss_index(vectors: np.ndarray, hnsw_threshold: int) -> Any:
+    """An exact (flat) inner-product FAISS index of ``vectors``, HNSW above ``hnsw_threshold`` of them."""
+    import faiss
+
+    if len(vectors) > hnsw_threshold:
+        dense = faiss.IndexHNSWFlat(vectors.shape[1], HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        dense.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    else:
+        dense = faiss.IndexFlatIP(vectors.shape[1])
+    dense.add(vectors)
+    return dense
+
+
+def _title_and_body(chunk: Chunk) -> tuple[str, str]:
+    """(the title line index_text puts first, or "", the chunk's text)."""
+    whole = index_text(chunk)
+    return whole[:len(whole) - len(chunk.text)], chunk.text
+
+
+def _windows(chunks: list[Chunk], root: Path, vectors: np.ndarray, model_path: str, precision: str, tokens: int,
+             encode: Callable[[list[str]], np.ndarray], show_progress: bool) -> tuple[np.ndarray, np.ndarray, dict] | None:
+    """The passage windows' vectors, owners and record (rag.index.windows), reusing the vectors of unchanged windows
+    from the index at ``root``; None, with a note, for a model without a fast tokenizer."""
+    from rag.index.windows import previous_windows, tokenizer_for, window_vectors
+
+    tokenizer = tokenizer_for(model_path)
+    if tokenizer is None:
+        print(f"Note: no passage windows (dense_windows): {model_path} has no tokenizer.json; each chunk has one "
+              "vector", file=sys.stderr)
+        return None
+    texts = [_title_and_body(c) for c in chunks]
+    previous: dict[str, np.ndarray] = {}
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        record = manifest.get("windows") or {}
+        same = (manifest["embedding"]["path"] == model_path and record.get("tokens") == tokens
+                and (manifest["embedding"].get("encoder") or {}).get("precision", "fp32") == precision)
+        if same:
+            import faiss
+
+            old = [Chunk(**json.loads(line)) for line in split_lines((root / CHUNKS).read_text(encoding="utf-8")) if line]
+            dense = faiss.read_index(str(root / WINDOWS_FAISS))
+            previous = previous_windows([_title_and_body(c) for c in old], dense.reconstruct_n(0, dense.ntotal),
+                                        np.load(root / WINDOW_OWNERS), tokenizer, tokens, _text_key)
+    except Exception:  # noqa: BLE001 - no previous index, or an unreadable one: embed every window
+        previous = {}
+
+    def say(windows: int, long_chunks: int, todo: int) -> None:
+        if show_progress:
+            print(f"embedding {todo} of {windows} windows of the {long_chunks} chunks longer than {tokens} tokens "
+                  f"({windows - todo} reused)", file=sys.stderr)
+
+    return window_vectors(texts, vectors, tokenizer, tokens, lambda batch: encode(batch, "window"), previous,
+                          _text_key, say)
+
+
+def _encode(encoder: Any, texts: list[str], show_progress: bool, unit: str = "chunk") -> np.ndarray:
     """``encoder.encode(texts)`` with a progress bar on stderr when asked."""
     bar = None
     if show_progress:
         try:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(texts), desc="embedding", unit="chunk", file=sys.stderr)
+            bar = tqdm(total=len(texts), desc="embedding", unit=unit, file=sys.stderr)
         except ImportError:
             pass
     try:

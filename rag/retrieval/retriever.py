@@ -12,6 +12,8 @@ one item moves Recall@4 by up to 0.04, so only changes that held across settings
 * the indexed text of a chunk is ``title + section + text`` (rag.index.store.index_text): dense alone
   0.680 -> 0.740, bm25 alone 0.637 -> 0.717, hybrid 0.737 -> 0.787 (MRR 0.82 -> 0.80);
 * bm25s with English stopwords and no stemming (stemming cost 0.03-0.07 MRR, see rag.index.store);
+* (later, chosen on the built-in golden set's train+dev) the dense list ranks a chunk by its best window of 64
+  word pieces, where the index has windows (rag.index.windows; Index.dense_search);
 * RRF k=60 with equal weights over 50 candidates per list: rrf_k in {5..100}, weights from 0.5 to
   1.5 and depths 20/50/100 all landed within 0.77-0.83 / 0.79-0.84 with no consistent winner, so the
   standard k=60 stays; min-max score fusion (0.77-0.81), a title-only bm25 list (worse), and dense
