@@ -24,11 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.retrieval_stages import Corpus, aegis, builtin, polygraph  # noqa: E402
-from benchmarks.tables import emit  # noqa: E402
+from benchmarks.tables import emit, paired_cell  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.index.adapt import AdaptConfig, adapt  # noqa: E402
 from rag.index.store import index_text  # noqa: E402
-from rag.stats.intervals import compare_paired, mean_interval, wilson  # noqa: E402
 
 
 def score(corpus: Corpus, mode: str) -> dict[str, list[float]]:
@@ -40,18 +39,6 @@ def score(corpus: Corpus, mode: str) -> dict[str, list[float]]:
             v = fn(item, hits)
             out[m].append(float("nan") if v is None else v)
     return out
-
-
-def cell(values: list[float], share: bool, base: list[float] | None = None) -> str:
-    kept = [v for v in values if v == v]
-    mean = sum(kept) / len(kept)
-    lo_hi = wilson(int(sum(kept)), len(kept)) if share else mean_interval(kept)
-    text = f"{mean:.3f} [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]" if lo_hi else f"{mean:.3f}"
-    if base is not None:
-        pairs = [(a, b) for a, b in zip(base, values) if a == a and b == b]
-        cmp = compare_paired([a for a, _ in pairs], [b for _, b in pairs], "shipped", "adapted")
-        text += f" ({cmp.diff:+.3f}, p={cmp.p:.2f})"
-    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             for mode in ("dense", "hybrid"):
                 base = score(a, mode)
                 new = score(b, mode)
-                lines.append(f"| shipped | {mode} | " + " | ".join(cell(base[m], m in a.shares) for m in a.metrics) + " |")
-                lines.append(f"| adapted | {mode} | " + " | ".join(cell(new[m], m in a.shares, base[m]) for m in a.metrics) + " |")
+                lines.append(f"| shipped | {mode} | " + " | ".join(paired_cell(base[m], m in a.shares) for m in a.metrics) + " |")
+                lines.append(f"| adapted | {mode} | " + " | ".join(paired_cell(new[m], m in a.shares, base[m]) for m in a.metrics) + " |")
                 for m in a.metrics:
                     pooled.setdefault((mode, m), ([], []))[0].extend(base[m])
                     pooled[(mode, m)][1].extend(new[m])
@@ -109,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"## Pooled: every item with gold of {', '.join(ran)}", "",
                       "| encoder | mode | " + " | ".join(metrics) + " |", "| --- | --- |" + " --- |" * len(metrics)]
             for mode in ("dense", "hybrid"):
-                lines.append(f"| shipped | {mode} | " + " | ".join(cell(pooled[(mode, m)][0], False) for m in metrics) + " |")
+                lines.append(f"| shipped | {mode} | " + " | ".join(paired_cell(pooled[(mode, m)][0], False) for m in metrics) + " |")
                 lines.append(f"| adapted | {mode} | " + " | ".join(
-                    cell(pooled[(mode, m)][1], False, pooled[(mode, m)][0]) for m in metrics) + " |")
+                    paired_cell(pooled[(mode, m)][1], False, pooled[(mode, m)][0]) for m in metrics) + " |")
             lines.append("")
     emit(lines, args.out)
     return 0

@@ -12,3 +12,22 @@ def emit(lines: list[str], out: Path | None) -> None:
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
+
+
+def paired_cell(values: list[float], share: bool, base: list[float] | None = None, counts: bool = False) -> str:
+    """``mean [95% interval]`` of ``values`` (nan: no value for that item; Wilson for a 0/1 ``share``, else the
+    bootstrap), then, against ``base`` on the same items, ``(difference, p)`` of the paired test, with how many
+    items did better and worse when ``counts``."""
+    from rag.stats.intervals import compare_paired, mean_interval, wilson
+
+    kept = [v for v in values if v == v]
+    mean = sum(kept) / len(kept)
+    lo_hi = wilson(int(sum(kept)), len(kept)) if share else mean_interval(kept)
+    text = f"{mean:.3f} [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]" if lo_hi else f"{mean:.3f}"
+    if base is not None:
+        pairs = [(a, b) for a, b in zip(base, values) if a == a and b == b]
+        cmp = compare_paired([a for a, _ in pairs], [b for _, b in pairs])
+        moved = (f"; {sum(b > a for a, b in pairs)} better, {sum(b < a for a, b in pairs)} worse; " if counts
+                 else ", ")
+        text += f" ({cmp.diff:+.3f}{moved}p={cmp.p:.2f})"
+    return text

@@ -30,10 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.retrieval_stages import Corpus, aegis, builtin, polygraph  # noqa: E402
-from benchmarks.tables import emit  # noqa: E402
+from benchmarks.tables import emit, paired_cell  # noqa: E402
 from rag.config import load_settings  # noqa: E402
 from rag.paths import sieve_home  # noqa: E402
-from rag.stats.intervals import compare_paired, mean_interval, wilson  # noqa: E402
 
 MODES = ("dense", "hybrid")
 
@@ -67,20 +66,6 @@ def score(corpus: Corpus, mode: str) -> tuple[dict[str, list[float]], float]:
             v = fn(item, hits)
             per[m].append(float("nan") if v is None else v)
     return per, statistics.median(seconds)
-
-
-def cell(values: list[float], share: bool, base: list[float] | None) -> str:
-    kept = [v for v in values if v == v]
-    mean = sum(kept) / len(kept)
-    lo_hi = wilson(int(sum(kept)), len(kept)) if share else mean_interval(kept)
-    text = f"{mean:.3f} [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}]" if lo_hi else f"{mean:.3f}"
-    if base is not None:
-        pairs = [(a, b) for a, b in zip(base, values) if a == a and b == b]
-        cmp = compare_paired([a for a, _ in pairs], [b for _, b in pairs], "one vector", "windows")
-        better = sum(b > a for a, b in pairs)
-        worse = sum(b < a for a, b in pairs)
-        text += f" ({cmp.diff:+.3f}; {better} better, {worse} worse; p={cmp.p:.2f})"
-    return text
 
 
 def main() -> None:
@@ -118,7 +103,8 @@ def main() -> None:
         for w in values:
             for mode in MODES:
                 per, secs = scored[(w, mode)]
-                cells = [cell(per[m], m in corpus.shares, None if w == base else scored[(base, mode)][0][m])
+                cells = [paired_cell(per[m], m in corpus.shares,
+                                     None if w == base else scored[(base, mode)][0][m], counts=True)
                          for m in corpus.metrics]
                 lines.append(f"| {w} | {mode} | " + " | ".join(cells) + f" | {1000 * secs:.1f} |")
         lines += ["", "| dense_windows | vectors | index MB | build s | build time ratio | size ratio |",
@@ -136,7 +122,8 @@ def main() -> None:
                   "| --- | --- | --- |"]
         for w in values:
             for mode in MODES:
-                lines.append(f"| {w} | {mode} | {cell(pooled[(w, mode)], False, None if w == base else pooled[(base, mode)])} |")
+                versus = None if w == base else pooled[(base, mode)]
+                lines.append(f"| {w} | {mode} | {paired_cell(pooled[(w, mode)], False, versus, counts=True)} |")
         lines.append("")
     emit(lines, args.out)
 

@@ -104,8 +104,9 @@ class Settings:
     # fp32's intervals: docs/results.md; queries then use int8 too, as the manifest says); "auto" =
     # int8 with embedding_runtime=onnx, fp32 with torch
     embedding_precision: str = "auto"
-    # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD chunks, approximate (HNSW) above; "flat"
-    # or "hnsw" at any size (benchmarks/results/scale.md: latency and HNSW's recall against flat)
+    # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD vectors (chunks; windows for the
+    # windows' index), approximate (HNSW) above; "flat" or "hnsw" at any size (benchmarks/results/scale.md: latency
+    # and HNSW's recall against flat)
     dense_index: str = "auto"
     # rag index: also embed each chunk longer than this many word pieces as overlapping windows of that size, and
     # rank a chunk in dense search by its best window (rag.index.windows: the model reads 256 pieces at most);
