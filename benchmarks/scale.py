@@ -115,7 +115,8 @@ def peak_rss_mb() -> float:
 def index_part(sizes: list[int], noise: float, work: Path, vectors_from: Path | None) -> list[str]:
     from rag.index.encoder import index_encoder
 
-    settings = Settings(index_dir=work / "idx")
+    # one vector per chunk: the synthetic corpus's vectors are given (GivenVectors), and what grows here is FAISS
+    settings = Settings(index_dir=work / "idx", dense_windows=0)
     if vectors_from is not None:  # an index of the built-in corpus already built: its chunks, vectors and timing
         from rag.index.store import Index
 
