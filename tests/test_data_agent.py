@@ -462,3 +462,49 @@ def test_rag_index_info_says_what_the_index_holds(ops, tiny_index):
                        (["index", "--json"], "--json goes with --info")):
         bad = CliRunner().invoke(app, args)  # the InputError the entry point prints as one Error: line
         assert bad.exit_code == 1 and says in str(bad.exception)
+
+
+@pytest.fixture(scope="module")
+def coverage(ops):
+    from rag.data.coverage import Coverage
+
+    index, _ = ops
+    return Coverage.for_index(index, Warehouse(index.tables_path))
+
+
+def test_coverage_names_what_the_index_has_no_record_of(coverage):
+    assert coverage.years == (2024, 2025)  # the demo's date columns (promised dates run into January 2025)
+    assert coverage.gaps("How many shipments has Falcon Foods booked with us?") == [
+        "nothing in the tables or documents mentions 'Falcon Foods'"]
+    assert coverage.gaps("What is Stellar Transport's on-time rate?") == [
+        "nothing in the tables or documents mentions 'Stellar Transport'"]
+    assert coverage.gaps("How many shipments will Kestrel Freight ship in March 2026?") == [
+        "the tables' dates run from 2024 to 2025; 2026 is outside them"]
+    for held in ["How many shipments did Kite Foods NV send in Q3 2024?",  # a customer the tables hold
+                 "Which open claims should have gone to the CFO by 31 Dec 2024?",  # acronym, month, quarter
+                 "Does S00004 qualify for a late-delivery credit?",  # a record id of the tables' shape
+                 "How many shipments went to Madrid in June 2024?",  # a city the tables hold
+                 "What does the Fuel Surcharge policy say?"]:  # words of a passage, capitalised
+        assert coverage.gaps(held) == [], held
+
+
+def test_a_question_about_a_customer_the_index_never_mentions_is_answered_flagged(ops, checksum, coverage):
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": "SELECT count(*) AS n FROM shipments"},
+                               {"answer": "Falcon Foods booked 0 shipments [sql:1].", "cited_ids": ["sql:1"]}]))
+    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+    agent = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, "model", coverage))
+    pred = agent(question="How many shipments has Falcon Foods booked with us?")  # no critic output scripted
+    assert nodes(pred) == ["route", "sql", "answer", "critique"]
+    step = pred.trace.of("critique")[0]
+    assert step.verdict is False and step.tokens_in == 0 and "'Falcon Foods'" in step.reason
+    assert pred.low_confidence is True and pred.critic_reason == step.reason
+    assert prediction_to_dict(pred)["low_confidence"] is True
+
+
+def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):
+    index, settings = ops
+    _, critic = data_stages(index, settings)
+    assert critic.coverage is not None and critic.coverage.gaps("Total freight billed on deliveries to London?")

@@ -19,6 +19,10 @@ Two checks, chosen by ``checks`` (the ``critic_checks`` setting):
 
 ``numbers+model`` runs the model only when the numbers pass. The default is ``numbers``: on the ops demo's hand
 labels the model's verdicts agreed with them less than chance (benchmarks/results/critic_checks.md).
+
+Before either, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
+something the index has no record of (a customer no table or passage mentions, a year outside every date column),
+the answer is returned flagged at once, with that reason; writing it again could not help.
 """
 
 from __future__ import annotations
@@ -47,12 +51,23 @@ _LIST_MARK = re.compile(r"(?m)^\s*\d{1,2}[.)]\s")
 
 
 class Critic(dspy.Module):
-    def __init__(self, retries: int = 1, checks: str = "numbers"):
+    def __init__(self, retries: int = 1, checks: str = "numbers", coverage: Any = None):
         super().__init__()
         self.retries = retries  # answers written again after an ungrounded verdict; then the answer is flagged
         self.checks = checks  # CHECKS: the number check, the model, or the model after the numbers pass
+        self.coverage = coverage  # rag.data.coverage.Coverage of the index, or None: the question is not checked
         self.check = dspy.Predict(GroundingCritic)
         self.revise = dspy.Predict(Revision)
+
+    def uncovered(self, question: str, trace: Trace) -> str | None:
+        """Why the index cannot hold the answer to ``question`` (a ``critique`` step says so), or None."""
+        gaps = self.coverage.gaps(question) if self.coverage is not None else []
+        if not gaps:
+            return None
+        step = trace.add(Step(node="critique", query=question))
+        step.notes.append("the question checked against the names and dates the index holds (no model call)")
+        step.verdict, step.reason = False, "; ".join(gaps)
+        return step.reason
 
     def judge(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace,
               call: Callable[..., Any], max_chars: int | None = None) -> tuple[bool | None, str]:

@@ -214,6 +214,11 @@ class Sieve(dspy.Module):
         """The answer, and, with a critic, checked against its evidence: written again with the critic's reason at
         most ``critic.retries`` times, then returned flagged ``low_confidence`` when still not grounded."""
         pred = self._write(question, hits, trace, max_chars)
+        gap = self.critic.uncovered(question, trace) if self.critic is not None else None
+        if gap:  # the question asks about what the index has no record of: flagged, not written again
+            pred.low_confidence, pred.critic_reason = True, gap
+            trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
+            return pred
         for attempt in range(self.critic.retries + 1 if self.critic is not None else 0):
             grounded, reason = self.critic.judge(question, pred.answer, pred.citations, hits, trace, self._call, max_chars)
             if grounded is not False:

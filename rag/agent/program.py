@@ -70,18 +70,21 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
     from rag.agent.dataroute import DataRoute
 
     record, path = getattr(index, "tables_record", None), getattr(index, "tables_path", None)
-    data = None
+    data = coverage = None
     if record and path is not None and settings.data_route != "off":
         from rag.data import Warehouse, schema_summary
+        from rag.data.coverage import Coverage
         from rag.data.schemalink import Vocabulary
         from rag.data.sqlrepair import columns_of
 
         warehouse = Warehouse(path)
-        cues = Vocabulary.for_index(index, warehouse) if settings.router == "cues" else None
+        vocab = Vocabulary.for_index(index, warehouse)
+        cues = vocab if settings.router == "cues" else None
         data = DataRoute(warehouse, schema_summary(record), cues=cues, columns=columns_of(record), rows=settings.sql_rows,
                          timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
+        coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
-    return data, (Critic(settings.critic_retries, settings.critic_checks) if on else None)
+    return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)
 
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:

