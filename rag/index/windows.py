@@ -12,7 +12,7 @@ window's cosine (:func:`best_by_owner`); bm25 still indexes whole chunks, and wh
 
 The window size was chosen on the built-in golden set's train and dev splits only (n=74, dense Recall@4 0.761:
 32 pieces 0.865, 64 0.912, 96 0.894, 128 0.856, 200 0.890; hybrid 0.833 -> 0.885 at 64) and then measured on
-sets it was not chosen on (benchmarks/results/windows.md, ``python benchmarks/windows.py``).
+sets it was not chosen on (benchmarks/results/windows.md, ``python benchmarks/passage_windows.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Passage windows (``dense_windows``) against one vector per chunk: the first retrieval on three corpora.
 
-    python benchmarks/windows.py --out benchmarks/results/windows.md
-    python benchmarks/windows.py --builtin-splits test --only builtin     # the test split, reported once
+    python benchmarks/passage_windows.py --out benchmarks/results/windows.md
+    python benchmarks/passage_windows.py --builtin-splits test --only builtin     # the test split, reported once
 
 Each corpus is indexed by the real build (rag.index.store.build_index) once per ``--windows`` value (0 = one
 vector per chunk, the index before windows; 64 = the default), into ``SIEVE_HOME/bench-windows/<value>/``, and
@@ -86,7 +86,7 @@ def main() -> None:
         runs[w] = corpora(which, args.shared, work / str(w), w, args.builtin_splits.split(","))
     base = values[0]
     lines = ["# Passage windows against one vector per chunk (first retrieval, no LM stage)", "",
-             f"Command: `python benchmarks/windows.py --only {args.only} --windows {args.windows} "
+             f"Command: `python benchmarks/passage_windows.py --only {args.only} --windows {args.windows} "
              f"--builtin-splits {args.builtin_splits}`", "",
              "Rows: dense_windows value and search mode. In brackets after a windowed row: its paired difference from "
              f"dense_windows={base} in the same mode, the items it did better and worse on, and p (McNemar for "
