@@ -55,7 +55,7 @@ def main() -> None:
     sets += [(f"{golden.name} (answerable)", [x for x in demo if not x["should_refuse"]], False, "the demo's golden set"),
              (f"{golden.name} (unanswerable)", [x for x in demo if x["should_refuse"]], True, "the demo's golden set")]
     lines = ["# The coverage check on the ops demo (no model call)", "",
-             f"Command: `python benchmarks/coverage_check.py --index-dir INDEX {' '.join(f'--run {r}' for r in args.run)}`", "",
+             f"Command: `python benchmarks/coverage_check.py --index-dir $SIEVE_HOME/demo/ops/index {' '.join(f'--run {r}' for r in args.run)}`", "",
              f"Index: {args.index_dir.name}; dates span {coverage.years}.", "",
              "| questions | what | flagged |", "| --- | --- | --- |"]
     flagged: dict[str, list[str]] = {}
