@@ -187,7 +187,7 @@ def test_an_index_with_tables_holds_the_database_and_the_record(tmp_path: Path):
     index = build_index(list(small_chunks()), root, settings(index_dir=root), show_progress=False,
                         tables=sorted(files.values()))
     assert sorted(p.name for p in root.iterdir()) == ["bm25", "chunks.jsonl", "dense.faiss", "embeddings.npy",
-                                                      "manifest.json", "tables.duckdb"]
+                                                      "manifest.json", "tables.duckdb", "windows.faiss", "windows.npy"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "idx"]  # no staging or build folder left
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["tables"] == index.tables_record

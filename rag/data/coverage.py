@@ -16,8 +16,8 @@ question itself, with no model call, catch these:
 An answer to such a question is returned flagged ``low_confidence``, with the reason (rag.agent.critique); it is
 not refused, because "none" can be the true answer (no shipments left from Paris). Only an index with tables is
 checked. The rules were written with the ops demo's blind unanswerable questions in view
-(golden/ops_unanswerable.jsonl); their false flags were measured on 398 answerable questions
-(benchmarks/results/coverage.md: 2 of 360).
+(golden/ops_unanswerable.jsonl); on 398 answerable questions about the demo they flag 2
+(benchmarks/results/coverage.md).
 """
 
 from __future__ import annotations
