@@ -240,6 +240,7 @@ class Index:
         if not record:
             return None
         if self._windows is None:
+            self.faiss  # noqa: B018 - read (and checked) too: a damaged dense.faiss is named, not left unnoticed
             gen = self._generation
 
             def read() -> tuple[Any, np.ndarray]:
