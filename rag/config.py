@@ -110,7 +110,8 @@ class Settings:
     dense_index: str = "auto"
     # rag index: also embed each chunk longer than this many word pieces as overlapping windows of that size, and
     # rank a chunk in dense search by its best window (rag.index.windows: the model reads 256 pieces at most);
-    # 0 = one vector per chunk. An index keeps the windows it was built with; change this, then rebuild
+    # 0 = one vector per chunk. An index keeps the windows it was built with (another size: rebuild); 0 when
+    # searching an index that has them searches one vector per chunk
     dense_windows: int = 64
     # chunking
     chunk_size: int = 1200  # target characters per chunk
@@ -286,7 +287,7 @@ def setting_defaults() -> dict[str, Any]:
     return Settings().to_dict()
 
 
-BEFORE_THE_SETTING = {"router": "model", "critic_checks": "model"}
+BEFORE_THE_SETTING = {"router": "model", "critic_checks": "model", "dense_windows": 0}
 """Settings added with a default that changed what Sieve does: the value that matches what a run made before the
 setting existed did. A run recorded without such a setting resumes only at this value (rag.eval.runs.open_run);
 every other added setting's old behaviour is its default."""

@@ -122,3 +122,28 @@ def test_the_setting_names_its_range():
     with pytest.raises(ConfigError, match=r"dense_windows must be 0 \(off\) or from 16 to 512"):
         Settings(dense_windows=8).validate()
     assert Settings(dense_windows=0).validate().dense_windows == 0
+
+
+def test_dense_windows_0_searches_one_vector_per_chunk_of_an_index_that_has_windows(tmp_path: Path):
+    build(tmp_path / "index")
+    off = Index.load(tmp_path / "index", settings(index_dir=tmp_path / "index", dense_windows=0))
+    on = Index.load(tmp_path / "index", settings(index_dir=tmp_path / "index"))
+    assert (off.windows_searched, on.windows_searched) == (0, 64)
+    vector = on.embed_query(QUESTION)
+    assert [off.chunks[r].id for r, _ in off.dense_search(vector, 3)][-1] == "garden#0"  # as with no windows
+    assert [on.chunks[r].id for r, _ in on.dense_search(vector, 3)][0] == "garden#0"
+    assert build(tmp_path / "whole", windows=0).windows_searched == 0  # an index without windows, whatever is asked
+
+
+def test_a_run_made_before_windows_resumes_only_on_one_vector_per_chunk(tmp_path: Path):
+    import json
+
+    from rag.errors import InputError
+    from rag.eval.runs import open_run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"config_name": "full", "golden_hash": "g",
+                                                           "config": {"top_k": 4}}))
+    with pytest.raises(InputError, match=r"predates dense_windows: resume it with --set dense_windows=0"):
+        open_run(tmp_path / "run", {"config_name": "full", "golden_hash": "g", "config": {"top_k": 4, "dense_windows": 64}})
+    open_run(tmp_path / "run", {"config_name": "full", "golden_hash": "g", "config": {"top_k": 4, "dense_windows": 0}})

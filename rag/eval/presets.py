@@ -201,6 +201,8 @@ def plan_eval(config: str, *, split: str = "test", golden: Path | None = None, o
         log(f"Judge: {program.judge.description}")
     run_config = fingerprint(settings, program.lms)
     run_config["artifact"] = program.artifact.name if program.artifact else None
+    # what the index searched, not what was asked: an index built without windows searches one vector per chunk
+    run_config["dense_windows"] = program.agent.retriever.index.windows_searched
     variant = base_pairs + ([f"artifact={program.artifact.name}"] if program.artifact else []) + (
         [f"reviewed_only={reviewed_by}" if reviewed_by else "reviewed_only"] if reviewed_only or reviewed_by else [])
     if judge and program.judge.compiled_from:  # recorded in run.json, and a run of its own

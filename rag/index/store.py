@@ -146,6 +146,7 @@ class Index:
         self.embedding_runtime = "onnx"  # Index.load sets settings.embedding_runtime
         self._query_encoder: Any = None
         self._windows: tuple[Any, np.ndarray] | None = None
+        self.use_windows = True  # Index.load sets settings.dense_windows != 0: 0 searches one vector per chunk
         self.position = {c.id: i for i, c in enumerate(chunks)}
         # the tables beside the documents (rag.data.tableset): the manifest's record and the database file, or None
         self.tables_record: dict[str, Any] | None = manifest.get("tables") or None
@@ -233,6 +234,11 @@ class Index:
         return np.asarray(self.query_encoder.encode([text])[0], dtype=np.float32)
 
     @property
+    def windows_searched(self) -> int:
+        """The word pieces per window the dense search reads (0: one vector per chunk), as a run records it."""
+        return int((self.manifest.get("windows") or {}).get("tokens", 0)) if self.use_windows else 0
+
+    @property
     def windows(self) -> tuple[Any, np.ndarray] | None:
         """The passage windows' FAISS index and owners (rag.index.windows), read on first use; None in an index
         built without them (``dense_windows = 0``, or before they existed), whose chunks have one vector each."""
@@ -268,8 +274,8 @@ class Index:
 
     def dense_search(self, vector: np.ndarray, n: int) -> list[tuple[int, float]]:
         """Top ``n`` (row, cosine) for a normalised query vector: a chunk's best window's cosine where the index has
-        passage windows (rag.index.windows), its own vector's otherwise."""
-        windows = self.windows
+        passage windows (rag.index.windows) and :attr:`use_windows`, its own vector's otherwise."""
+        windows = self.windows if self.use_windows else None
         if windows is None:
             return _faiss_search(self.faiss, vector, n)
         from rag.index.windows import best_by_owner
@@ -341,6 +347,7 @@ class Index:
                                 f"Rebuild it with: {rebuild_command(root, manifest)}")
         index = cls(root, chunks, manifest, None, None, embeddings, built_with, generation=gen)  # bm25, faiss: on first use
         index.embedding_runtime = settings.embedding_runtime
+        index.use_windows = settings.dense_windows != 0
         return index
 
 
