@@ -55,9 +55,8 @@ class Coverage:
         vocab = vocab or Vocabulary.for_index(index, warehouse)
         spans = [span for span in _date_spans(index.tables_record or {}, warehouse) if span]
         years = (min(a.year for a, _ in spans), max(b.year for _, b in spans)) if spans else None
-        values = vocab.values | vocab.names
-        text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in values)])
-        return cls(text=text, values=values, ids=set(vocab.ids), years=years)
+        text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in vocab.values)])
+        return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years)  # vocab.names: values too
 
     def holds(self, name: str) -> bool:
         """Whether a passage or a text value contains ``name`` (as words, any case)."""
