@@ -10,9 +10,10 @@ with the chunk's title line as the chunk itself is (rag.index.store.index_text).
 window is its own single window, with the vector it already has. The dense list ranks chunks by their best
 window's cosine (:func:`best_by_owner`); bm25 still indexes whole chunks, and what is returned is the chunk.
 
-The window size was chosen on the built-in golden set's train and dev splits only (n=74, dense Recall@4 0.761:
-32 pieces 0.865, 64 0.912, 96 0.894, 128 0.856, 200 0.890; hybrid 0.833 -> 0.885 at 64) and then measured on
-sets it was not chosen on (benchmarks/results/windows.md, ``python benchmarks/passage_windows.py``).
+The window size was chosen on the built-in golden set's train and dev splits only (n=74; dense Recall@4 0.761 with
+one vector, 32 pieces 0.905, 64 0.926, 96 0.894, 128 0.849, 200 0.869: benchmarks/results/windows_sizes.md) and
+then measured on sets it was not chosen on (benchmarks/results/windows_unseen.md, ``python
+benchmarks/passage_windows.py``).
 """
 
 from __future__ import annotations
