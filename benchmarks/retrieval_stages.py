@@ -137,6 +137,7 @@ def builtin(work: Path, settings: Settings, splits: list[str]) -> Corpus:
 def _retriever(index: Any, settings: Settings) -> Retriever:
     """The first retrieval as the settings configure it (``--set``), 8 hits deep; the reranker is set per variant."""
     return Retriever(index, mode=settings.mode, top_k=8, candidates=settings.candidates, rrf_k=settings.rrf_k,
+                     weights={"dense": settings.dense_weight},
                      dedupe=settings.dedupe, expansion_weight=settings.expansion_weight)
 
 

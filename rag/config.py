@@ -18,6 +18,7 @@ variable, or the ``--set`` flag (``index_dir = 5``: write a path in quotes).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 import typing
@@ -61,7 +62,10 @@ class Settings:
     mode: str = "hybrid"  # bm25 (lexical), dense (FAISS over embeddings) or hybrid (both, fused by RRF)
     top_k: int = 4  # passages shown to the grader and the answerer
     candidates: int = 50  # depth of each ranked list fused by RRF
-    rrf_k: int = 60  # Reciprocal Rank Fusion's constant: score = sum of 1 / (rrf_k + rank) over the lists
+    rrf_k: int = 10  # Reciprocal Rank Fusion's constant: score = sum over the lists of weight / (rrf_k + rank)
+    # RRF weight of the dense list; bm25's weighs 1. With rrf_k, chosen on the built-in golden set's train+dev splits
+    # (docs/guides/retrieval.md, "Fusion weights")
+    dense_weight: float = 2.0
     # a chunk with the same words as a higher-ranked hit (case, punctuation and whitespace aside) is left out and the
     # next distinct one takes its place (rag.retrieval.retriever); false = every chunk as ranked, repeats included
     dedupe: bool = True
@@ -236,6 +240,9 @@ class Settings:
                 raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")
         if self.sql_rows < 1 or self.sql_timeout_s <= 0:
             raise ConfigError(f"sql_rows must be >= 1 and sql_timeout_s > 0, got {self.sql_rows} and {self.sql_timeout_s}")
+        for name in ("dense_weight", "expansion_weight", "rerank_weight"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be a number > 0 (an RRF list weight), got {getattr(self, name)}")
         if self.context_tokens < 0:
             raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
         if not 0 <= self.expand_queries <= 8:
@@ -287,7 +294,7 @@ def setting_defaults() -> dict[str, Any]:
     return Settings().to_dict()
 
 
-BEFORE_THE_SETTING = {"router": "model", "critic_checks": "model", "dense_windows": 0}
+BEFORE_THE_SETTING = {"router": "model", "critic_checks": "model", "dense_windows": 0, "dense_weight": 1.0}
 """Settings added with a default that changed what Sieve does: the value that matches what a run made before the
 setting existed did. A run recorded without such a setting resumes only at this value (rag.eval.runs.open_run);
 every other added setting's old behaviour is its default."""

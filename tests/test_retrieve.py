@@ -37,10 +37,24 @@ def test_each_mode_finds_the_obvious_chunk(retriever: Retriever, mode: str):
 def test_hybrid_records_both_lists_and_fuses_by_rrf(retriever: Retriever):
     hits = retriever.search("lambda expressions create anonymous functions", k=5)
     for h in hits:
-        expected = sum(1 / (60 + h.stages[s]["rank"]) for s in ("bm25", "dense") if h.stages[s]["rank"] is not None)
+        expected = sum(retriever.weights[s] / (retriever.rrf_k + h.stages[s]["rank"])
+                       for s in ("bm25", "dense") if h.stages[s]["rank"] is not None)
         assert h.stages["rrf"]["score"] == pytest.approx(expected, abs=1e-6)
         assert h.score == h.stages["rrf"]["score"]
     assert any(h.stages["bm25"]["rank"] and h.stages["dense"]["rank"] for h in hits)
+
+
+def test_the_dense_list_weighs_dense_weight_in_the_fusion(retriever: Retriever):
+    """The settings' fusion reaches the retriever: by default the dense list weighs 2 and rrf_k is 10 (as the
+    constructor's defaults), so a chunk first in the dense list alone outscores one first in bm25 alone."""
+    configured = Retriever.from_settings(settings())
+    assert (configured.rrf_k, configured.weights) == (retriever.rrf_k, retriever.weights) == (10, {"bm25": 1.0, "dense": 2.0})
+    fused = dict(rrf_fuse({"bm25": [1], "dense": [2]}, configured.rrf_k, configured.weights))
+    assert fused[2] == pytest.approx(2 / 11) and fused[1] == pytest.approx(1 / 11)
+    equal = Retriever.from_settings(settings(rrf_k=60, dense_weight=1.0))
+    hits = equal.search("lambda expressions create anonymous functions", k=3)
+    assert all(h.score == pytest.approx(sum(1 / (60 + h.stages[s]["rank"]) for s in ("bm25", "dense")
+                                            if h.stages[s]["rank"] is not None), abs=1e-6) for h in hits)
 
 
 def test_rrf_fuse_hand_computed():

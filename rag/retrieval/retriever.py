@@ -14,10 +14,13 @@ one item moves Recall@4 by up to 0.04, so only changes that held across settings
 * bm25s with English stopwords and no stemming (stemming cost 0.03-0.07 MRR, see rag.index.store);
 * (later, chosen on the built-in golden set's train+dev) the dense list ranks a chunk by its best window of 64
   word pieces, where the index has windows (rag.index.windows; Index.dense_search);
-* RRF k=60 with equal weights over 50 candidates per list: rrf_k in {5..100}, weights from 0.5 to
+* (before windows) RRF k=60 with equal weights over 50 candidates per list: rrf_k in {5..100}, weights from 0.5 to
   1.5 and depths 20/50/100 all landed within 0.77-0.83 / 0.79-0.84 with no consistent winner, so the
   standard k=60 stays; min-max score fusion (0.77-0.81), a title-only bm25 list (worse), and dense
   pseudo-relevance feedback (Rocchio, no gain) were tried and dropped;
+* (later, with windows, chosen on the built-in train+dev splits) the dense list weighs 2 and rrf_k is 10
+  (``dense_weight``, ``rrf_k``; benchmarks/fusion_weights.py): windows made the dense list the stronger one, and
+  equal weights let bm25 pull its good hits down;
 * result, hybrid 0.787 / 0.797 (bm25 0.717 / 0.753, dense 0.740 / 0.760). The rest of the gap to the
   original 0.867 / 0.870 is its stronger embedding model (bge-small) and cross-encoder, neither of
   which ships offline; ``reranker`` accepts a local CrossEncoder when one is available.
@@ -55,7 +58,7 @@ if TYPE_CHECKING:  # the query stages import DSPy; a search without them (rag se
 
 STAGES = ("bm25", "dense", "rrf", "expand", "rerank")
 MAX_QUERY_CHARS = 2000  # longer queries are cut (at a word boundary) before retrieval, with a warning
-DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 1.0}
+DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 2.0}  # the settings' defaults (rrf_k 10, dense_weight 2)
 RERANK_DEPTH = 10  # fused candidates a cross-encoder re-scores (an LM reranker reads its own ``depth``)
 _WORD = re.compile(r"\w+")
 
@@ -116,7 +119,7 @@ class Retriever:
     >>> [h.chunk_id for h in r.search("what does assert do", k=2)]  # doctest: +SKIP
     """
 
-    def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 60,
+    def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 10,
                  reranker: Any = None, weights: dict[str, float] | None = None, rerank_depth: int = RERANK_DEPTH,
                  max_query_chars: int = MAX_QUERY_CHARS, dedupe: bool = True, expansion_weight: float = 1.0,
                  latest_only: bool = False, where: dict[str, list[str]] | None = None, expander: Any = None,
@@ -151,7 +154,8 @@ class Retriever:
         settings = settings or Settings()
         index = Index.load(settings.index_dir, settings)
         kwargs = dict(mode=settings.mode, top_k=settings.top_k, candidates=settings.candidates, rrf_k=settings.rrf_k,
-                      reranker=settings.reranker, dedupe=settings.dedupe, expansion_weight=settings.expansion_weight,
+                      weights={"dense": settings.dense_weight}, reranker=settings.reranker, dedupe=settings.dedupe,
+                      expansion_weight=settings.expansion_weight,
                       latest_only=settings.latest_only, rerank_depth=settings.rerank_depth,
                       where=filters.parse_where(where_pairs(settings.where)))
         if str(settings.reranker or "").lower() == "lm":  # the LM reranker, on the configured dspy LM unless given one
