@@ -18,14 +18,16 @@ from rag.paths import labels_path, project_path
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 # (run folder under benchmarks/results/, what it is, the command that made it)
 HEADLINE_RUNS = [
-    ("eval-full-qwen1.5b-epyc-windows", "`full` at today's defaults: the embedded Qwen2.5-Coder-1.5B in every role, "
-     "uncompiled, on an index with passage windows, on a 2-core AMD EPYC (2026-12-05)",
+    ("eval-full-qwen1.5b-epyc-fusion", "`full` at today's defaults: the embedded Qwen2.5-Coder-1.5B in every role, "
+     "uncompiled, on an index with passage windows, the dense list weighing 2 in the fusion (rrf_k 10), on a 2-core "
+     "AMD EPYC (2026-12-05)",
      "rag index --index-dir windows && rag eval --config full --split test --no-artifact --no-judge --index-dir windows "
-     "--set cache_dir=CACHE --out benchmarks/results/eval-full-qwen1.5b-epyc-windows"),
-    ("eval-full-qwen1.5b-epyc-one-vector", "the same on an index with one vector per chunk (the default before "
-     "2026-12-05), same machine, run first with the same LM cache (docs/guides/retrieval.md compares the two, paired)",
-     "SIEVE_DENSE_WINDOWS=0 rag index --index-dir one-vector && rag eval --config full --split test --no-artifact "
-     "--no-judge --index-dir one-vector --set cache_dir=CACHE --out benchmarks/results/eval-full-qwen1.5b-epyc-one-vector"),
+     "--set cache_dir=CACHE --out benchmarks/results/eval-full-qwen1.5b-epyc-fusion"),
+    ("eval-full-qwen1.5b-epyc-windows", "the same with equal weights at rrf_k 60 (the default until the "
+     "weights changed, 2026-12-05), same machine and index, run first with the same LM cache (docs/guides/retrieval.md compares the two, "
+     "paired)",
+     "rag index --index-dir windows && rag eval --config full --split test --no-artifact --no-judge --index-dir windows "
+     "--set cache_dir=CACHE --set rrf_k=60 --set dense_weight=1 --out benchmarks/results/eval-full-qwen1.5b-epyc-windows"),
 ]
 ROWS = [  # (metric key in summary.json, label, format)
     ("correct_refusal_rate", "correct refusals (unanswerable questions refused)", "pct"),
