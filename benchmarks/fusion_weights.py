@@ -6,9 +6,10 @@
 ``--choose`` scores every ``dense_weight`` x ``rrf_k`` pair of the grid on the built-in golden set's train and dev
 splits (the only set the defaults were chosen on). Without it, the settings' defaults are compared, paired, with
 the fusion before them (``rrf_k = 60``, equal weights) on the sets they were not chosen on: the Polygraph dev half,
-the Aegis hard and held-out questions, and the built-in test split (reported, never chosen on); Recall@4 is pooled
-over Polygraph and the test split (with MRR@4 and Recall@8). Every index is the real build with passage windows (the default), made once
-into ``SIEVE_HOME/bench-windows/64`` (shared with benchmarks/passage_windows.py); no LM stage runs.
+the Aegis hard and held-out questions, and the built-in test split (reported, never chosen on); Recall@4, MRR@4 and
+Recall@8 are pooled over Polygraph and the test split. Every index is the real build with passage windows (the
+default), made once into ``SIEVE_HOME/bench-windows/64`` (shared with benchmarks/passage_windows.py); no LM stage
+runs.
 """
 
 from __future__ import annotations
