@@ -147,3 +147,19 @@ def test_a_run_made_before_windows_resumes_only_on_one_vector_per_chunk(tmp_path
     with pytest.raises(InputError, match=r"predates dense_windows: resume it with --set dense_windows=0"):
         open_run(tmp_path / "run", {"config_name": "full", "golden_hash": "g", "config": {"top_k": 4, "dense_windows": 64}})
     open_run(tmp_path / "run", {"config_name": "full", "golden_hash": "g", "config": {"top_k": 4, "dense_windows": 0}})
+
+
+def test_the_resume_hint_also_names_a_default_that_changed_with_the_new_setting(tmp_path: Path):
+    """A run made before dense_weight used rrf_k 60; the hint gives both, so following it resumes."""
+    import json
+
+    from rag.errors import InputError
+    from rag.eval.runs import open_run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"config_name": "full", "golden_hash": "g",
+                                                           "config": {"top_k": 4, "rrf_k": 60}}))
+    now = {"config_name": "full", "golden_hash": "g", "config": {"top_k": 4, "rrf_k": 10, "dense_weight": 2.0}}
+    with pytest.raises(InputError, match=r"predates dense_weight: resume it with --set dense_weight=1.0 --set rrf_k=60\)"):
+        open_run(tmp_path / "run", now)
+    open_run(tmp_path / "run", {**now, "config": {"top_k": 4, "rrf_k": 60, "dense_weight": 1.0}})

@@ -176,16 +176,20 @@ def _same(key: str, old: Any, new: Any) -> bool:
 
 
 def _older(old: Any, new: Any) -> str:
-    """How to resume a run made before a setting whose default changed behaviour: ``--set name=old value``."""
-    from rag.config import BEFORE_THE_SETTING
+    """How to resume a run made before a setting whose default changed behaviour: ``--set name=old value`` for that
+    setting and for every other setting the run recorded at another value (a default changed with it, as rrf_k did
+    with dense_weight), so that following the hint resumes."""
+    from rag.config import BEFORE_THE_SETTING, setting_defaults
 
     if not isinstance(old, dict) or not isinstance(new, dict):
         return ""
     changed = {k: v for k, v in BEFORE_THE_SETTING.items() if k in new and k not in old and new[k] != v}
     if not changed:
         return ""
+    settings = setting_defaults()
+    also = {k: v for k, v in old.items() if k in settings and k in new and new[k] != v and v is not None}
     return (f" (that run predates {', '.join(changed)}: resume it with "
-            f"{' '.join(f'--set {k}={v}' for k, v in changed.items())})")
+            f"{' '.join(f'--set {k}={v}' for k, v in {**changed, **also}.items())})")
 
 
 def _diff(old: Any, new: Any) -> str:
