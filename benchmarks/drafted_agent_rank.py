@@ -34,14 +34,12 @@ COLUMNS = (("right_overall", "right (overlap or refused)", "pct"), ("e2e_overlap
 def right_overall(run: Path) -> tuple[float, dict]:
     """The share of items right (answerable: answered with a reference-overlap match; unanswerable: refused) and
     its Wilson interval as summary.json's ``ci`` records one."""
+    from rag.eval.runs import read_records
     from rag.stats.intervals import wilson
 
-    right = n = 0
-    for line in (run / "results.jsonl").read_text(encoding="utf-8").splitlines():
-        scores = json.loads(line)["scores"] if line.strip() else None
-        if scores:
-            n += 1
-            right += bool(scores.get("refused")) if scores.get("should_refuse") else bool(scores.get("overlap_correct"))
+    scores = [record["scores"] for record in read_records(run)]
+    n = len(scores)
+    right = sum(bool(s.get("refused")) if s.get("should_refuse") else bool(s.get("overlap_correct")) for s in scores)
     lo, hi = wilson(right, n)
     return right / n, {"lo": lo, "hi": hi, "n": n}
 

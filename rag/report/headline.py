@@ -23,9 +23,9 @@ HEADLINE_RUNS = [
      "AMD EPYC (2026-12-05)",
      "rag index --index-dir windows && rag eval --config full --split test --no-artifact --no-judge --index-dir windows "
      "--set cache_dir=CACHE --out benchmarks/results/eval-full-qwen1.5b-epyc-fusion"),
-    ("eval-full-qwen1.5b-epyc-windows", "the same with equal weights at rrf_k 60 (the default until the "
-     "weights changed, 2026-12-05), same machine and index, run first with the same LM cache (docs/guides/retrieval.md compares the two, "
-     "paired)",
+    ("eval-full-qwen1.5b-epyc-windows", "the same with equal weights at rrf_k 60 (the default until the weights "
+     "changed, 2026-12-05), same machine and index, run first with the same LM cache (docs/guides/retrieval.md "
+     "compares the two, paired)",
      "rag index --index-dir windows && rag eval --config full --split test --no-artifact --no-judge --index-dir windows "
      "--set cache_dir=CACHE --set rrf_k=60 --set dense_weight=1 --out benchmarks/results/eval-full-qwen1.5b-epyc-windows"),
 ]

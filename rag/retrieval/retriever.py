@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the query stages import DSPy; a search without them (rag se
 
 STAGES = ("bm25", "dense", "rrf", "expand", "rerank")
 MAX_QUERY_CHARS = 2000  # longer queries are cut (at a word boundary) before retrieval, with a warning
-DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": 2.0}  # the settings' defaults (rrf_k 10, dense_weight 2)
+DEFAULT_WEIGHTS = {"bm25": 1.0, "dense": Settings.dense_weight}  # bm25 weighs 1; dense as the setting's default
 RERANK_DEPTH = 10  # fused candidates a cross-encoder re-scores (an LM reranker reads its own ``depth``)
 _WORD = re.compile(r"\w+")
 
@@ -119,7 +119,7 @@ class Retriever:
     >>> [h.chunk_id for h in r.search("what does assert do", k=2)]  # doctest: +SKIP
     """
 
-    def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = 10,
+    def __init__(self, index: Index, mode: str = "hybrid", top_k: int = 4, candidates: int = 50, rrf_k: int = Settings.rrf_k,
                  reranker: Any = None, weights: dict[str, float] | None = None, rerank_depth: int = RERANK_DEPTH,
                  max_query_chars: int = MAX_QUERY_CHARS, dedupe: bool = True, expansion_weight: float = 1.0,
                  latest_only: bool = False, where: dict[str, list[str]] | None = None, expander: Any = None,
