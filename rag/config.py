@@ -41,7 +41,7 @@ DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
-ROUTERS = ("cues", "model")  # rag.data.schemalink, signatures.SourceRouter
+ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.routefit
 CRITIC_CHECKS = ("numbers", "numbers+model", "model")  # rag.agent.critique.CHECKS
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
@@ -148,8 +148,13 @@ class Settings:
     # without tables never routes
     data_route: str = "auto"
     # who routes a question on that index: "cues" = its wording against the tables' own names and values, no model
-    # call (rag.data.schemalink); "model" = the SourceRouter signature on the grader's model
+    # call (rag.data.schemalink); "model" = the SourceRouter signature on the grader's model; "learned" = a classifier
+    # over the question's embedding, fitted from router_labels when the agent is built (rag.data.routefit)
     router: str = "cues"
+    # for router = "learned": a JSONL of questions labelled with "route" (docs, data or both; Sieve's golden schema,
+    # as `rag demo ops` writes one) to learn from
+    router_labels: str = ""
+    router_splits: str = "train,dev"  # the splits of router_labels learned from (comma-separated); never one you report on
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
@@ -233,6 +238,9 @@ class Settings:
             raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; use one of: {', '.join(CRITIC_CHECKS)}")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
+        if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):
+            raise ConfigError("router = learned needs router_labels = FILE (questions labelled with \"route\") and "
+                              "router_splits (e.g. train,dev); or use router = cues, which needs no labels")
         if self.critic not in CRITIC_MODES:
             raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
         for name, top in (("sql_corrections", 3), ("critic_retries", 3)):

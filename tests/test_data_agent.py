@@ -508,3 +508,57 @@ def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):
     index, settings = ops
     _, critic = data_stages(index, settings)
     assert critic.coverage is not None and critic.coverage.gaps("Total freight billed on deliveries to London?")
+
+
+def _labels(ops, tmp_path, transform=lambda rows: rows):
+    """The demo's golden set (rag demo ops wrote it beside the corpus), rewritten through ``transform``."""
+    index, _ = ops
+    rows = [json.loads(line) for line in (index.dir.parent / "demo" / "golden.jsonl").read_text().splitlines()]
+    path = tmp_path / "labels.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in transform(rows)), encoding="utf-8")
+    return path
+
+
+def test_the_learned_router_routes_by_the_labelled_questions_with_no_model_call(ops, tmp_path, checksum):
+    """router = learned (rag.data.routefit): fitted from the labelled train and dev items when the agent is built,
+    it routes with the index's own encoder; a scripted model with nothing to say is never asked."""
+    from rag.data.routefit import learn_router
+
+    index, settings = ops
+    labels = _labels(ops, tmp_path)
+    data, _ = data_stages(index, load_settings({"index_dir": index.dir, "router": "learned",
+                                                       "router_labels": str(labels)}))
+    assert data.cues is None and data.learned is not None
+    assert sum(data.learned.counts.values()) == sum(
+        1 for r in map(json.loads, labels.read_text().splitlines())
+        if r["split"] in ("train", "dev") and not r["should_refuse"])
+    learned = [r for r in map(json.loads, labels.read_text().splitlines()) if r["split"] in ("train", "dev")
+               and not r["should_refuse"]]
+    right = sum(data.learned.route(r["question"])[0] == r["route"] for r in learned)
+    assert right >= 0.9 * len(learned)  # a fit that learned nothing gets about a third
+    dspy.configure(lm=DummyLM([]))
+    trace = Trace(question="How many claims are open?")
+    got = data.route("How many claims are open?", trace, lambda *a, **k: pytest.fail("the learned router called a model"))
+    step = trace.steps[0]
+    assert got == step.route in ("docs", "data", "both") and "labelled" in step.reason and "router = learned" in step.notes[0]
+    again = learn_router(labels, ["train", "dev"], index.query_encoder.encode)
+    assert (again.weights == data.learned.weights).all()  # the fit is deterministic
+
+
+def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
+    from rag.data.routefit import learn_router
+    from rag.errors import ConfigError, InputError
+
+    index, _ = ops
+    encode = index.query_encoder.encode
+    with pytest.raises(InputError, match="router_labels: .*nowhere.jsonl does not exist"):
+        learn_router(tmp_path / "nowhere.jsonl", ["train"], encode)
+    no_both = _labels(ops, tmp_path, lambda rows: [r for r in rows if r.get("route") != "both"])
+    with pytest.raises(InputError, match=r"labels.jsonl: no labelled both question in the splits train.*router_splits"):
+        learn_router(no_both, ["train"], encode)
+    bad = _labels(ops, tmp_path, lambda rows: [{**r, "route": "tables"} if i == 0 else r for i, r in enumerate(rows)])
+    first = json.loads(bad.read_text().splitlines()[0])
+    with pytest.raises(InputError, match=f"item '{first['id']}' has route 'tables'.*one of docs, data, both"):
+        learn_router(bad, [first["split"]], encode)
+    with pytest.raises(ConfigError, match="router = learned needs router_labels"):
+        load_settings({"router": "learned"})

@@ -4,8 +4,9 @@
           -> data            sql (one bounded correction) -> answer from the result; nothing usable: the documents
           -> both            the documents' loop, then sql told what the accepted passages say; answer from both
 
-The router is either the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
-model call; the default) or the SourceRouter signature, which reads the question and the schema summary; for the
+The router is the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
+model call; the default), a classifier fitted from labelled questions (``learned``, rag.data.routefit: no model
+call), or the SourceRouter signature, which reads the question and the schema summary; for the
 model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is
 never trusted: :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit
 and a row cap. A refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason
@@ -41,12 +42,13 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 
 class DataRoute(dspy.Module):
-    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, columns: dict | None = None, rows: int = 50,
-                 timeout_s: float = 5.0, corrections: int = 1):
+    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, columns: dict | None = None,
+                 rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
         self.cues = cues  # rag.data.schemalink.Vocabulary: route by the question's wording; None: by the SourceRouter
+        self.learned = learned  # rag.data.routefit.LearnedRouter: route by the labelled questions it is like
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
         self.choose = dspy.Predict(SourceRouter)
@@ -60,6 +62,10 @@ class DataRoute(dspy.Module):
             step.route, step.reason = read.route, read.reason
             step.notes.append("routed by the question's wording (router = cues): no model call")
             return read.route
+        if self.learned is not None:
+            step.route, step.reason = self.learned.route(question)[0], self.learned.reason(question)
+            step.notes.append("routed by the labelled questions it is like (router = learned): no model call")
+            return step.route
         try:
             pred, stats = call("grader", self.choose, [], question=question, tables=self.schema)
         except SieveError as exc:

@@ -1,0 +1,102 @@
+"""The learned router (rag.data.routefit) against the cue router (rag.data.schemalink), on questions neither chose on.
+
+    python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index \
+        --train heldout,blind,fresh,third --report final,sixth --out benchmarks/results/router_learned.md
+
+No model call. The learned router is fitted from the ``--train`` splits of ``--labels`` (golden/ops_routes.jsonl),
+exactly as ``router = "learned"`` fits it in the agent; both routers then route every question of the ``--report``
+splits and of the demo's own golden set (beside the index; none of its items is learned from). Per set: the share
+routed right with its Wilson interval, the paired comparison (McNemar, exact), right/items per gold route; then the
+seconds the fit takes and the median milliseconds per routed question, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.tables import emit  # noqa: E402
+from rag.stats.intervals import compare_paired, wilson  # noqa: E402
+
+
+def share(k: int, n: int) -> str:
+    lo, hi = wilson(k, n) or (0.0, 0.0)
+    return f"{k}/{n}, {k / n:.1%} [{lo:.1%}, {hi:.1%}]" if n else "n/a"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index (rag demo ops)")
+    parser.add_argument("--labels", type=Path, default=ROOT / "golden" / "ops_routes.jsonl")
+    parser.add_argument("--train", default="heldout,blind,fresh,third", help="splits of --labels learned from")
+    parser.add_argument("--report", default="final,sixth", help="splits of --labels reported on")
+    parser.add_argument("--golden", type=Path, help="the demo's golden set (default: beside the index)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from rag.config import load_settings
+    from rag.data import Warehouse
+    from rag.data.routefit import ROUTES, learn_router
+    from rag.data.schemalink import Vocabulary, read_cues
+    from rag.eval.golden import load_golden
+    from rag.index.store import Index
+
+    index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
+    vocab = Vocabulary.for_index(index, Warehouse(index.tables_path))
+    train = [s for s in args.train.split(",") if s]
+    index.query_encoder.encode(["warm up"])  # the encoder's load is not the fit's
+    start = time.perf_counter()
+    learned = learn_router(args.labels, train, index.query_encoder.encode)
+    fit_s = time.perf_counter() - start
+
+    labelled = [i for i in load_golden(args.labels) if not i.should_refuse]
+    golden = args.golden or args.index_dir.parent / "golden.jsonl"
+    demo = [i for i in load_golden(golden) if i.meta.get("route") and not i.should_refuse]
+    sets = [(f"`{s}`", [i for i in labelled if i.split == s]) for s in args.report.split(",") if s]
+    sets.append((f"the demo's golden set ({golden.name}, all splits, answerable)", demo))
+    sets.append(("**the report splits together**", [i for _, items in sets[:-1] for i in items]))
+
+    timing = {"cues": [], "learned": []}
+    lines = ["# The learned router against the cue router, on questions neither chose on", "",
+             f"Command: `python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index --train {args.train} "
+             f"--report {args.report}`", "",
+             f"Learned from {args.labels.name}, splits {', '.join(train)}: {sum(learned.counts.values())} questions "
+             f"({', '.join(f'{n} {r}' for r, n in learned.counts.items())}). No model call in either router.", "",
+             "| questions | n | cues | learned | paired (McNemar) | " + " | ".join(f"route {r}: cues / learned" for r in ROUTES) + " |",
+             "|---|---|---|---|---|" + "---|" * len(ROUTES)]
+    misses: list[str] = []
+    for name, items in sets:
+        cues, mine = [], []
+        for item in items:
+            t0 = time.perf_counter()
+            cues.append(read_cues(item.question, vocab).route == item.meta["route"])
+            t1 = time.perf_counter()
+            got = learned.route(item.question)[0]
+            timing["cues"].append(t1 - t0)
+            timing["learned"].append(time.perf_counter() - t1)
+            mine.append(got == item.meta["route"])
+            if not got == item.meta["route"] and not name.startswith("**"):
+                misses.append(f"- `{item.id}` ({item.meta['route']}, learned says {got}): {item.question}")
+        c = compare_paired([float(x) for x in cues], [float(x) for x in mine], "cues", "learned")
+        per_route = [f"{sum(x for x, i in zip(cues, items) if i.meta['route'] == r)} / "
+                     f"{sum(x for x, i in zip(mine, items) if i.meta['route'] == r)} of "
+                     f"{sum(i.meta['route'] == r for i in items)}" for r in ROUTES]
+        lines.append(f"| {name} | {len(items)} | {share(sum(cues), len(items))} | {share(sum(mine), len(items))} | "
+                     f"{c.only_a} worse, {c.only_b} better, p={c.p:.3f} | " + " | ".join(per_route) + " |")
+    cue_ms, learned_ms = (statistics.median(timing[k]) * 1000 for k in ("cues", "learned"))
+    lines += ["", "| router | fit when the agent is built (s) | per question, median (ms) | per question, ratio to cues |",
+              "|---|---|---|---|",
+              f"| cues | - | {cue_ms:.2f} | 1.00 |",
+              f"| learned | {fit_s:.2f} | {learned_ms:.2f} | {learned_ms / cue_ms:.2f} |",
+              "", "What the learned router gets wrong:", "", *misses]
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()
