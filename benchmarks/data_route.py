@@ -10,7 +10,8 @@ Each call goes through Sieve's adapter and the embedded model (cache off), as th
 as shipped), ``cues`` (rag.data.schemalink: the question's wording against the tables' and documents' words, no
 model call), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
 questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
-both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter) and ``sql+demos``, scored by running the
+both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter), ``sql+demos`` and ``sql+rules`` (``SQL_RULES`` added to the
+instructions), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
 writer reads its gold passages. A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
@@ -116,6 +117,11 @@ def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse
             "tokens_in": stats.tokens_in}
 
 
+SQL_RULES = ("Join another table only when the question needs one of its columns: joining a table with several rows "
+             "per row multiplies counts and sums. Add no condition the question does not ask for. The data is a "
+             "record of the past: never use CURRENT_DATE, NOW() or CURDATE(); take dates from the question, the "
+             "documents or the tables' description. A rate or a percentage is 100.0 * the matching rows / all rows.")
+
 CORRECTIONS = {  # how the failed statement and its error are shown to the writer for its one correction
     "sql+correct": lambda sql, error: f"{sql}\nerror: {error}",  # the agent's form (rag.agent.dataroute)
     "sql+correct:error-only": lambda sql, error: f"A previous query failed with this error: {error}",
@@ -220,7 +226,8 @@ def main() -> None:
         else:  # the SQL writer, first statement or correction
             from signatures import SQLWriter
 
-            predict = dspy.Predict(SQLWriter)
+            predict = dspy.Predict(SQLWriter.with_instructions(SQLWriter.instructions + " " + SQL_RULES)
+                                   if "+rules" in variant else SQLWriter)
             predict.demos = demos["write"] if "+demos" in variant else []
         todo = items if role == "router" else [i for i in items if i.meta.get("gold_result") is not None]
         if role == "correct":  # after the plain writer's first statement, when it failed
