@@ -10,8 +10,9 @@ Each call goes through Sieve's adapter and the embedded model (cache off), as th
 as shipped), ``cues`` (rag.data.schemalink: the question's wording against the tables' and documents' words, no
 model call), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
 questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
-both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter), ``sql+demos`` and ``sql+rules`` (``SQL_RULES`` added to the
-instructions), scored by running the
+both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter), ``sql+demos``, ``sql+rules`` (``SQL_RULES`` added to the
+instructions) and ``sql+similar`` (the three labelled queries of ``--examples`` nearest the question as demos, as
+``sql_examples`` shows them), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
 writer reads its gold passages. A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
@@ -105,16 +106,18 @@ def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
             "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
 
 
-def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm) -> dict:
+def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm, examples=None) -> dict:
     from optimize.roles import sql_outcome
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
-    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="")
+    shown, demos = examples.similar(item.question) if examples is not None and "+similar" in variant else ([], None)
+    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="",
+                               **({"demos": demos} if demos else {}))
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
     return {"role": "sql", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "sql": sql, "error": error, "right": right, "latency_s": time.perf_counter() - start,
-            "tokens_in": stats.tokens_in}
+            "tokens_in": stats.tokens_in, "examples": shown}
 
 
 SQL_RULES = ("Join another table only when the question needs one of its columns: joining a table with several rows "
@@ -147,7 +150,8 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
             "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
 
 
-def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None) -> dict:
+def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None,
+         examples=None) -> dict:
     from rag.agent.dataroute import documents_text
     from rag.eval.golden import gold_chunk_ids
     from rag.retrieval.retriever import Hit
@@ -158,7 +162,7 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
     hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
     if role == "correct":
         return _correct_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, first)
-    return _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm)
+    return _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, examples)
 
 
 def _table(records: list[dict], role: str, splits: list[str]) -> list[str]:
@@ -191,6 +195,8 @@ def main() -> None:
     parser.add_argument("--correct", default="", help="correction variants after a failed first statement of the "
                         "plain writer (needs --sql sql): " + ", ".join(CORRECTIONS))
     parser.add_argument("--artifact", default="ops-data-route-qwen1.5b", help="whose demos the +demos variants use")
+    parser.add_argument("--examples", default="", help="for the +similar variants: FILE:SPLITS, the labelled queries "
+                        "shown, the 3 nearest per question (rag.data.labelled.SQLExamples, as sql_examples does)")
     parser.add_argument("--records", type=Path, default=ROOT / "runs" / "data_route.jsonl")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -210,6 +216,12 @@ def main() -> None:
     state = json.loads((ROOT / "artifacts" / args.artifact / "program.json").read_text()) if args.artifact else {}
     demos = {name: [dspy.Example(**d) for d in state.get(f"data.{name}", {}).get("demos", [])] for name in ("choose", "write")}
     lm = build_lm("embedded", settings)
+    examples = None
+    if args.examples:
+        from rag.data.labelled import SQLExamples
+
+        file, _, shown_splits = args.examples.rpartition(":")
+        examples = SQLExamples.from_file(file, shown_splits.split(","), index.query_encoder.encode, k=3)
     args.records.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["role"], r["variant"], r["id"]): r for r in map(json.loads, args.records.read_text().splitlines())} \
         if args.records.is_file() else {}
@@ -236,7 +248,8 @@ def main() -> None:
             key = (role, variant, item.id)
             if key not in done or variant == "cues":  # the cues are read again: they take microseconds
                 with _layout(variant):
-                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)))
+                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)),
+                               examples)
                 done[key] = rec
                 with args.records.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
@@ -245,7 +258,8 @@ def main() -> None:
                   file=sys.stderr, flush=True)
     lines = [f"# The data route alone: {args.golden.name}, splits {', '.join(splits)}", "",
              f"Command: `python benchmarks/data_route.py --index-dir ... --golden ... --splits {args.splits} "
-             f"--router {args.router} --sql {args.sql} --artifact {args.artifact}`", "",
+             f"--router {args.router} --sql {args.sql} --artifact {args.artifact}"
+             f"{f' --examples {args.examples}' if args.examples else ''}`", "",
              "Share right per split with its 95% Wilson interval (n items), right/items per gold route, and the "
              "median seconds per call, on the embedded Qwen2.5-Coder-1.5B (cache off).", ""]
     if args.router:

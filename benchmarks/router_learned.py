@@ -1,4 +1,4 @@
-"""The learned router (rag.data.routefit) against the cue router (rag.data.schemalink), on questions neither chose on.
+"""The learned router (rag.data.labelled) against the cue router (rag.data.schemalink), on questions neither chose on.
 
     python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index \
         --train heldout,blind,fresh,third --report final,sixth --out benchmarks/results/router_learned.md
@@ -42,7 +42,7 @@ def main() -> None:
 
     from rag.config import load_settings
     from rag.data import Warehouse
-    from rag.data.routefit import ROUTES, learn_router
+    from rag.data.labelled import ROUTES, learn_router
     from rag.data.schemalink import Vocabulary, read_cues
     from rag.eval.golden import load_golden
     from rag.index.store import Index

@@ -41,7 +41,7 @@ DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
-ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.routefit
+ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
 CRITIC_CHECKS = ("numbers", "numbers+model", "model")  # rag.agent.critique.CHECKS
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
@@ -149,7 +149,7 @@ class Settings:
     data_route: str = "auto"
     # who routes a question on that index: "cues" = its wording against the tables' own names and values, no model
     # call (rag.data.schemalink); "model" = the SourceRouter signature on the grader's model; "learned" = a classifier
-    # over the question's embedding, fitted from router_labels when the agent is built (rag.data.routefit)
+    # over the question's embedding, fitted from router_labels when the agent is built (rag.data.labelled)
     router: str = "cues"
     # for router = "learned": a JSONL of questions labelled with "route" (docs, data or both; Sieve's golden schema,
     # as `rag demo ops` writes one) to learn from
@@ -158,6 +158,11 @@ class Settings:
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
+    # a JSONL of questions with their "gold_sql" (Sieve's golden schema, as `rag demo ops` writes one): the SQLWriter
+    # is shown the sql_demos of them most like each question, with their statements (rag.data.labelled); "" = none
+    sql_examples: str = ""
+    sql_example_splits: str = "train,dev"  # the splits of sql_examples shown; never one you report on
+    sql_demos: int = 3  # examples shown per question
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
@@ -243,7 +248,9 @@ class Settings:
                               "router_splits (e.g. train,dev); or use router = cues, which needs no labels")
         if self.critic not in CRITIC_MODES:
             raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
-        for name, top in (("sql_corrections", 3), ("critic_retries", 3)):
+        if self.sql_examples.strip() and not self.sql_example_splits.strip():
+            raise ConfigError("sql_examples needs sql_example_splits, the splits to show (e.g. train,dev)")
+        for name, top in (("sql_corrections", 3), ("critic_retries", 3), ("sql_demos", 8)):
             if not 0 <= getattr(self, name) <= top:
                 raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")
         if self.sql_rows < 1 or self.sql_timeout_s <= 0:

@@ -108,6 +108,23 @@ def test_shared_demos_are_one_block_ahead_of_the_passages_and_the_same_in_every_
     assert plain == SieveAdapter().format(Grader, demos=[], inputs=inputs)
 
 
+def test_demos_chosen_for_one_call_are_shown_beside_the_shared_block():
+    """rag.data.labelled.SQLExamples picks the SQL writer's demos per question: a compiled program's shared block
+    must not hide them, nor show them twice."""
+    from signatures import SQLWriter
+
+    program, adapter = _Compiled(), SieveAdapter(demo_position="shared")
+    chosen = [dspy.Example(question="How many claims are open?", documents="", previous="",
+                           sql="SELECT count(*) FROM claims WHERE status = 'open'")]
+    with program_demos(program):
+        prompt = _prompt(adapter.format(SQLWriter, demos=chosen, inputs={"question": "q", "tables": "TABLE t",
+                                                                         "documents": "", "previous": ""}))
+        grader = _prompt(adapter.format(Grader, demos=program.grade.demos, inputs={"question": "q", "context": CONTEXT}))
+    assert SHARED_DEMOS_HEADER in prompt and prompt.count("WHERE status = 'open'") == 1
+    assert prompt.index(SHARED_DEMOS_HEADER) < prompt.index("WHERE status = 'open'") < prompt.index("TABLE t")
+    assert grader.count("What is break?") == 2  # a role's compiled demos: in the shared block only, as before
+
+
 def test_a_demo_without_every_output_is_marked_not_given():
     partial = {k: v for k, v in DEMO.items() if k != "subject"}
     user = SieveAdapter().format(Grader, demos=[partial], inputs={"question": "q?", "context": CONTEXT})[-1]["content"]

@@ -520,9 +520,9 @@ def _labels(ops, tmp_path, transform=lambda rows: rows):
 
 
 def test_the_learned_router_routes_by_the_labelled_questions_with_no_model_call(ops, tmp_path, checksum):
-    """router = learned (rag.data.routefit): fitted from the labelled train and dev items when the agent is built,
+    """router = learned (rag.data.labelled): fitted from the labelled train and dev items when the agent is built,
     it routes with the index's own encoder; a scripted model with nothing to say is never asked."""
-    from rag.data.routefit import learn_router
+    from rag.data.labelled import learn_router
 
     index, settings = ops
     labels = _labels(ops, tmp_path)
@@ -546,7 +546,7 @@ def test_the_learned_router_routes_by_the_labelled_questions_with_no_model_call(
 
 
 def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
-    from rag.data.routefit import learn_router
+    from rag.data.labelled import learn_router
     from rag.errors import ConfigError, InputError
 
     index, _ = ops
@@ -562,3 +562,49 @@ def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
         learn_router(bad, [first["split"]], encode)
     with pytest.raises(ConfigError, match="router = learned needs router_labels"):
         load_settings({"router": "learned"})
+
+
+def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops, tmp_path, checksum):
+    """sql_examples (rag.data.labelled.SQLExamples): the labelled train and dev queries nearest the question go into
+    the SQL writer's prompt as demos, the nearest last, named in the trace; the writer's statement still runs
+    through the guard."""
+    from rag.data.labelled import SQLExamples
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    labels = _labels(ops, tmp_path)
+    rows = [json.loads(line) for line in labels.read_text().splitlines()]
+    shown = [r for r in rows if r["split"] in ("train", "dev") and r.get("gold_sql") and not r["should_refuse"]]
+    examples = SQLExamples.from_file(labels, ["train", "dev"], index.query_encoder.encode, k=3)
+    assert sorted(i.id for i in examples.items) == sorted(r["id"] for r in shown)
+    target = shown[0]
+    ids, demos = examples.similar(target["question"])
+    assert len(ids) == len(demos) == 3 and ids[-1] == target["id"]  # its own question is the nearest, shown last
+    assert demos[-1].sql == target["gold_sql"] and "tables" not in demos[-1]  # the prompt shows the schema already
+
+    settings = load_settings({"index_dir": index.dir, "sql_examples": str(labels), "sql_demos": 2})
+    data, critic = data_stages(index, settings)
+    n = open_claims(ops)
+    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
+    start = len(GLOBAL_HISTORY)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    sql = pred.trace.of("sql")[0]
+    near, _ = data.examples.similar("How many claims are open?")
+    assert len(near) == 2 and f"shown the 2 labelled queries most like it: {', '.join(near)}" in sql.notes
+    writer_prompt = str(GLOBAL_HISTORY[start]["messages"])
+    nearest = next(r for r in shown if r["id"] == near[-1])
+    assert nearest["gold_sql"] in writer_prompt and sql.verdict is True and pred.answer.startswith(str(n))
+
+
+def test_sql_examples_say_what_their_file_lacks(ops, tmp_path):
+    from rag.data.labelled import SQLExamples
+    from rag.errors import ConfigError, InputError
+
+    index, _ = ops
+    no_sql = _labels(ops, tmp_path, lambda rows: [{k: v for k, v in r.items() if k != "gold_sql"} for r in rows])
+    with pytest.raises(InputError, match=r"labels.jsonl: no item of the splits train has a \"gold_sql\".*sql_example_splits"):
+        SQLExamples.from_file(no_sql, ["train"], index.query_encoder.encode)
+    with pytest.raises(InputError, match="sql_examples: .*missing.jsonl does not exist"):
+        SQLExamples.from_file(tmp_path / "missing.jsonl", ["train"], index.query_encoder.encode)
+    with pytest.raises(ConfigError, match="sql_demos must be between 0 and 8"):
+        load_settings({"sql_demos": 9})

@@ -5,11 +5,12 @@
           -> both            the documents' loop, then sql told what the accepted passages say; answer from both
 
 The router is the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
-model call; the default), a classifier fitted from labelled questions (``learned``, rag.data.routefit: no model
+model call; the default), a classifier fitted from labelled questions (``learned``, rag.data.labelled: no model
 call), or the SourceRouter signature, which reads the question and the schema summary; for the
 model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is
 never trusted: :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit
-and a row cap. A refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason
+and a row cap. With ``sql_examples``, the writer is shown the labelled queries most like the question
+(rag.data.labelled). A refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason
 ``corrections`` times (default once); after that the route reports that it found nothing usable. Before that correction, a statement DuckDB refuses for a mistake about where a
 column is (``T1.region`` when ``region`` is in ``T2``, a table never joined, a date written as a string) is fixed
 from the schema and run once more (rag.data.sqlrepair), with the fix noted in the trace. A result becomes a
@@ -42,13 +43,14 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 
 class DataRoute(dspy.Module):
-    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, columns: dict | None = None,
-                 rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
+    def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
+                 columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
         self.cues = cues  # rag.data.schemalink.Vocabulary: route by the question's wording; None: by the SourceRouter
-        self.learned = learned  # rag.data.routefit.LearnedRouter: route by the labelled questions it is like
+        self.learned = learned  # rag.data.labelled.LearnedRouter: route by the labelled questions it is like
+        self.examples = examples  # rag.data.labelled.SQLExamples: the SQLWriter's demos, the labelled queries nearest
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
         self.choose = dspy.Predict(SourceRouter)
@@ -89,13 +91,14 @@ class DataRoute(dspy.Module):
         """The SQL evidence for ``question`` (one Hit, ``sql:1``), or [] when the tables gave nothing usable."""
         shown = documents_text(documents)
         previous = ""
+        example_ids, demos = self.examples.similar(question) if self.examples is not None else ([], None)
         for attempt in range(self.corrections + 1):
             step = trace.add(Step(node="sql", query=question))
             if attempt:
                 step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
             try:
                 pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
-                                   documents=shown, previous=previous)
+                                   documents=shown, previous=previous, **({"demos": demos} if demos else {}))
             except SieveError as exc:
                 if not isinstance(exc, DataError):
                     raise
@@ -106,6 +109,8 @@ class DataRoute(dspy.Module):
                 previous = f"(no query)\nerror: {step.reason}"
                 continue
             step.record(stats)
+            if example_ids:
+                step.notes.append(f"shown the {len(example_ids)} labelled queries most like it: {', '.join(example_ids)}")
             sql = step.sql = clean_sql(pred.sql)
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"

@@ -80,17 +80,26 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         warehouse = Warehouse(path)
         vocab = Vocabulary.for_index(index, warehouse)
         cues = vocab if settings.router == "cues" else None
-        learned = None
+        learned = examples = None
         if settings.router == "learned":
-            from rag.data.routefit import learn_router
+            from rag.data.labelled import learn_router
 
-            splits = [s.strip() for s in settings.router_splits.split(",") if s.strip()]
-            learned = learn_router(settings.router_labels, splits, index.query_encoder.encode)
-        data = DataRoute(warehouse, schema_summary(record), cues=cues, learned=learned, columns=columns_of(record),
-                         rows=settings.sql_rows, timeout_s=settings.sql_timeout_s, corrections=settings.sql_corrections)
+            learned = learn_router(settings.router_labels, _splits(settings.router_splits), index.query_encoder.encode)
+        if settings.sql_examples.strip() and settings.sql_demos:
+            from rag.data.labelled import SQLExamples
+
+            examples = SQLExamples.from_file(settings.sql_examples, _splits(settings.sql_example_splits),
+                                             index.query_encoder.encode, settings.sql_demos)
+        data = DataRoute(warehouse, schema_summary(record), cues=cues, learned=learned, examples=examples,
+                         columns=columns_of(record), rows=settings.sql_rows, timeout_s=settings.sql_timeout_s,
+                         corrections=settings.sql_corrections)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)
+
+
+def _splits(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
 
 
 def build_program(settings: Settings, *, use_artifact: bool = True, retriever=None) -> Program:

@@ -134,7 +134,9 @@ class SieveAdapter(dspy.JSONAdapter):
                                     demos: list[dict[str, Any]] | None = None) -> str:
         leading, rest = _input_order(signature)
         shared = self._shared() if main_request else None
-        block = self.format_shared_block(shared) if shared else self.format_demo_block(signature, demos) if demos else ""
+        own = demos if demos and not (shared and _compiled(demos, shared)) else None  # this call's own: also shown
+        block = "\n\n".join(b for b in (self.format_shared_block(shared) if shared else "",
+                                         self.format_demo_block(signature, own) if own else "") if b)
         ahead = self.demo_position != "after"
         parts = [prefix, block if ahead else "", *self._fields(signature, inputs, leading), "" if ahead else block]
         parts += [*self._fields(signature, inputs, rest), task_text(signature) if main_request else "", suffix]
@@ -168,6 +170,13 @@ class SieveAdapter(dspy.JSONAdapter):
     def _fields(signature: type[dspy.Signature], values: dict[str, Any], names: list[str]) -> list[str]:
         return [f"[[ ## {name} ## ]]\n{format_field_value(field_info=signature.input_fields[name], value=values[name])}"
                 for name in names if name in values]
+
+
+def _compiled(demos: list[Any], shared: Iterable[RoleDemos]) -> bool:
+    """Whether ``demos`` are one role's compiled demos, which the shared block shows already (not demos chosen for
+    this call, as rag.data.labelled.SQLExamples chooses them)."""
+    mine = tuple(_as_dict(d) for d in demos)
+    return any(mine == role_demos for _, _, role_demos in shared)
 
 
 def _as_dict(demo: Any) -> dict[str, Any]:

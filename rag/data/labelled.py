@@ -1,0 +1,134 @@
+"""What Sieve learns from the user's labelled questions about their tables: where answers are, and how to query.
+
+A golden set for an index with tables labels each question with its ``route`` (docs, data or both) and, for a data
+question, the ``gold_sql`` that answers it (``rag demo ops`` writes one). Two settings put such labels to use when
+the agent is built, each from the items of the named splits (never the split you report on), with the index's own
+query encoder, so no other model is loaded and no model is called:
+
+- ``router = "learned"`` (``router_labels``, ``router_splits``): :class:`LearnedRouter`, a multinomial logistic
+  regression over the questions' embeddings. The cue router (rag.data.schemalink) needs no labels, but misses what
+  the tables never say ("hauliers", "loads") and rule questions worded as counts; this one learns them from the
+  labels, for their domain only. The fit is fixed, not tuned: L2 strength 1 over the training set, ``STEPS``
+  full-batch gradient steps at ``RATE`` from zero, which is deterministic. Items to be refused are left out: where
+  the answer to an unanswerable question would be is not a label. Results: benchmarks/results/router_learned.md.
+- ``sql_examples`` (``sql_example_splits``, ``sql_demos``): :class:`SQLExamples`, the labelled questions most like
+  the one asked, shown to the SQL writer with their gold statements as demos (the schema left out: the prompt shows
+  it already). A 1.5B model that does not know how this warehouse computes an on-time rate or a late claim copies
+  it from the nearest example. Results: benchmarks/results/sql_examples.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag.errors import InputError
+
+ROUTES = ("docs", "data", "both")
+STEPS = 300  # full-batch gradient steps of the fit (on the ops labels the loss moves 0.0003 in the last 50)
+RATE = 2.0  # the step size; the inputs are unit vectors
+L2 = 1.0  # the weight penalty, as 1 / (L2 * n) per item
+
+
+class LearnedRouter:
+    """A fitted classifier: ``route(question)`` -> (route, probability)."""
+
+    def __init__(self, weights: np.ndarray, bias: np.ndarray, encode: Callable[[list[str]], np.ndarray],
+                 counts: dict[str, int], source: str = ""):
+        self.weights, self.bias, self.encode = weights, bias, encode
+        self.counts = counts  # labelled questions learned from, per route
+        self.source = source  # where they came from: "FILE (splits a, b)"
+
+    def probabilities(self, question: str) -> np.ndarray:
+        return _softmax(np.asarray(self.encode([question]), dtype=np.float32) @ self.weights + self.bias)[0]
+
+    def route(self, question: str) -> tuple[str, float]:
+        p = self.probabilities(question)
+        return ROUTES[int(p.argmax())], float(p.max())
+
+    def reason(self, question: str) -> str:
+        route, p = self.route(question)
+        return (f"most like the labelled {route} questions (p={p:.2f}; learned from "
+                f"{sum(self.counts.values())} in {self.source})")
+
+
+def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Weights (dim x 3) and bias (3) of the logistic regression of ``routes`` on ``vectors`` (module docstring)."""
+    x = np.asarray(vectors, dtype=np.float64)
+    y = np.eye(len(ROUTES))[[ROUTES.index(r) for r in routes]]
+    w, b, n = np.zeros((x.shape[1], len(ROUTES))), np.zeros(len(ROUTES)), len(x)
+    for _ in range(STEPS):
+        err = _softmax(x @ w + b) - y
+        w -= RATE * (x.T @ err / n + w / (L2 * n))
+        b -= RATE * err.mean(axis=0)
+    return w.astype(np.float32), b.astype(np.float32)
+
+
+def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[Any]:
+    """The answerable items of ``path`` in ``splits`` (rag.eval.golden.GoldenItem); an InputError naming the
+    setting, the file and the fix when it does not exist."""
+    from rag.eval.golden import load_golden
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise InputError(f"{setting}: {file} does not exist; name a JSONL file of questions with {needs}, e.g. the "
+                         "golden.jsonl that `rag demo ops` writes")
+    return [i for i in load_golden(file) if (i.split or "") in splits and not i.should_refuse]
+
+
+def learn_router(path: str | Path, splits: Sequence[str], encode: Callable[[list[str]], np.ndarray]) -> LearnedRouter:
+    """The router fitted from ``path``'s labelled items of ``splits``; an InputError naming the file and the fix
+    when it has too few to learn from."""
+    file = Path(path).expanduser()
+    items = labelled_items(file, splits, "router_labels", 'a "route" label (docs, data or both)')
+    bad = [i for i in items if i.meta.get("route") not in ROUTES]
+    if bad:
+        raise InputError(f"{file}: item {bad[0].id!r} has route {bad[0].meta.get('route')!r}; every item of the splits "
+                         f"{', '.join(splits)} needs \"route\": one of {', '.join(ROUTES)}")
+    counts = Counter(i.meta["route"] for i in items)
+    missing = [r for r in ROUTES if not counts[r]]
+    if missing:
+        raise InputError(f"{file}: no labelled {' or '.join(missing)} question in the splits {', '.join(splits)} "
+                         f"({len(items)} items there); add some, or name other splits with router_splits")
+    weights, bias = fit(encode([i.question for i in items]), [i.meta["route"] for i in items])
+    return LearnedRouter(weights, bias, encode, {r: counts[r] for r in ROUTES},
+                         f"{file.name} (splits {', '.join(splits)})")
+
+
+class SQLExamples:
+    """Labelled questions with their gold SQL; ``similar(question)``: the ``k`` most like it, as SQLWriter demos."""
+
+    def __init__(self, items: Sequence[Any], vectors: np.ndarray, encode: Callable[[list[str]], np.ndarray], k: int):
+        self.items, self.vectors, self.encode, self.k = list(items), np.asarray(vectors, dtype=np.float32), encode, k
+
+    @classmethod
+    def from_file(cls, path: str | Path, splits: Sequence[str], encode: Callable[[list[str]], np.ndarray],
+                  k: int = 3) -> SQLExamples:
+        file = Path(path).expanduser()
+        items = [i for i in labelled_items(file, splits, "sql_examples", 'a "gold_sql" statement')
+                 if isinstance(i.meta.get("gold_sql"), str) and i.meta["gold_sql"].strip()]
+        if not items:
+            raise InputError(f"{file}: no item of the splits {', '.join(splits)} has a \"gold_sql\" statement; add "
+                             "some, or name other splits with sql_example_splits")
+        return cls(items, encode([i.question for i in items]), encode, k)
+
+    def similar(self, question: str) -> tuple[list[str], list[Any]]:
+        """The ids and the demos of the ``k`` nearest examples (cosine of the encoder's unit vectors), the nearest
+        last, next to the question."""
+        import dspy
+
+        q = np.asarray(self.encode([question]), dtype=np.float32)[0]
+        nearest = [self.items[j] for j in np.argsort(-(self.vectors @ q), kind="stable")[:self.k]][::-1]
+        return [i.id for i in nearest], [dspy.Example(question=i.question, documents="", previous="",
+                                                      sql=i.meta["gold_sql"]).with_inputs("question", "documents", "previous")
+                                         for i in nearest]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
