@@ -4,18 +4,18 @@
           -> data            sql (one bounded correction) -> answer from the result; nothing usable: the documents
           -> both            the documents' loop, then sql told what the accepted passages say; answer from both
 
-The router is the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no
-model call; the default), a classifier fitted from labelled questions (``learned``, rag.data.labelled: no model
-call), or the SourceRouter signature, which reads the question and the schema summary; for the
-model, "both" is the safe choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is
-never trusted: :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit
-and a row cap. With ``sql_examples``, the writer is shown the labelled queries most like the question
-(rag.data.labelled). A refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason
-``corrections`` times (default once); after that the route reports that it found nothing usable. Before that correction, a statement DuckDB refuses for a mistake about where a
-column is (``T1.region`` when ``region`` is in ``T2``, a table never joined, a date written as a string) is fixed
-from the schema and run once more (rag.data.sqlrepair), with the fix noted in the trace. A result becomes a
-passage-like piece of evidence with the id ``sql:1``, so the answerer cites it as it cites a passage, and the
-trace's ``sql`` step keeps the statement and its rows.
+The router is the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no model
+call; the default), a classifier fitted from labelled questions (``learned``, rag.data.labelled: no model call), or
+the SourceRouter signature, which reads the question and the schema summary; for the model, "both" is the safe
+choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted:
+:class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit and a row cap.
+With ``sql_examples``, the writer is shown the labelled queries most like the question (rag.data.labelled). A
+refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason ``corrections``
+times (default once); after that the route reports that it found nothing usable. Before that correction, a
+statement DuckDB refuses for a mistake about where a column is (``T1.region`` when ``region`` is in ``T2``, a table
+never joined, a date written as a string) is fixed from the schema and run once more (rag.data.sqlrepair), with the
+fix noted in the trace. A result becomes a passage-like piece of evidence with the id ``sql:1``, so the answerer
+cites it as it cites a passage, and the trace's ``sql`` step keeps the statement and its rows.
 
 Nothing that goes wrong here (an unusable model output, a refused statement, a database error) stops the question:
 the documents' route runs as if the index had no tables. Only a model that cannot be reached at all stops it, as
@@ -65,7 +65,7 @@ class DataRoute(dspy.Module):
             step.notes.append("routed by the question's wording (router = cues): no model call")
             return read.route
         if self.learned is not None:
-            step.route, step.reason = self.learned.route(question)[0], self.learned.reason(question)
+            step.route, step.reason = self.learned.route(question)
             step.notes.append("routed by the labelled questions it is like (router = learned): no model call")
             return step.route
         try:

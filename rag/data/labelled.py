@@ -35,7 +35,7 @@ L2 = 1.0  # the weight penalty, as 1 / (L2 * n) per item
 
 
 class LearnedRouter:
-    """A fitted classifier: ``route(question)`` -> (route, probability)."""
+    """A fitted classifier: ``route(question)`` -> (route, reason)."""
 
     def __init__(self, weights: np.ndarray, bias: np.ndarray, encode: Callable[[list[str]], np.ndarray],
                  counts: dict[str, int], source: str = ""):
@@ -46,14 +46,12 @@ class LearnedRouter:
     def probabilities(self, question: str) -> np.ndarray:
         return _softmax(np.asarray(self.encode([question]), dtype=np.float32) @ self.weights + self.bias)[0]
 
-    def route(self, question: str) -> tuple[str, float]:
+    def route(self, question: str) -> tuple[str, str]:
+        """The route of ``question`` and why: the probability and what it was learned from."""
         p = self.probabilities(question)
-        return ROUTES[int(p.argmax())], float(p.max())
-
-    def reason(self, question: str) -> str:
-        route, p = self.route(question)
-        return (f"most like the labelled {route} questions (p={p:.2f}; learned from "
-                f"{sum(self.counts.values())} in {self.source})")
+        route = ROUTES[int(p.argmax())]
+        return route, (f"most like the labelled {route} questions (p={p.max():.2f}; learned from "
+                       f"{sum(self.counts.values())} in {self.source})")
 
 
 def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
