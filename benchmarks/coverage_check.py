@@ -21,16 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.tables import emit  # noqa: E402
-from rag.stats.intervals import compare_paired, wilson  # noqa: E402
+from benchmarks.tables import emit, share  # noqa: E402
+from rag.stats.intervals import compare_paired  # noqa: E402
 
 SETS = [("golden/ops_routes.jsonl", False, "route-labelled questions, all answerable (5 splits, written blind)"),
         ("golden/ops_unanswerable.jsonl", True, "blind unanswerable questions (the rules were written with them in view)")]
-
-
-def share(k: int, n: int) -> str:
-    lo, hi = wilson(k, n) or (0.0, 0.0)
-    return f"{k} of {n}, {k / n:.1%} [{lo:.1%}, {hi:.1%}]" if n else "n/a"
 
 
 def main() -> None:

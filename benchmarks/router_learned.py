@@ -21,13 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.tables import emit  # noqa: E402
-from rag.stats.intervals import compare_paired, wilson  # noqa: E402
-
-
-def share(k: int, n: int) -> str:
-    lo, hi = wilson(k, n) or (0.0, 0.0)
-    return f"{k}/{n}, {k / n:.1%} [{lo:.1%}, {hi:.1%}]" if n else "n/a"
+from benchmarks.tables import emit, share  # noqa: E402
+from rag.stats.intervals import compare_paired  # noqa: E402
 
 
 def main() -> None:

@@ -14,6 +14,14 @@ def emit(lines: list[str], out: Path | None) -> None:
         out.write_text(text, encoding="utf-8")
 
 
+def share(k: int, n: int) -> str:
+    """``k of n, k/n [95% Wilson interval]``; "n/a" when n is 0."""
+    from rag.stats.intervals import wilson
+
+    lo, hi = wilson(k, n) or (0.0, 0.0)
+    return f"{k} of {n}, {k / n:.1%} [{lo:.1%}, {hi:.1%}]" if n else "n/a"
+
+
 def paired_cell(values: list[float], share: bool, base: list[float] | None = None, counts: bool = False) -> str:
     """``mean [95% interval]`` of ``values`` (nan: no value for that item; Wilson for a 0/1 ``share``, else the
     bootstrap), then, against ``base`` on the same items, ``(difference, p)`` of the paired test, with how many
