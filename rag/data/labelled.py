@@ -116,7 +116,8 @@ class SQLExamples:
 
     def similar(self, question: str) -> tuple[list[str], list[Any]]:
         """The ids and the demos of the ``k`` nearest examples (cosine of the encoder's unit vectors), the nearest
-        last, next to the question."""
+        last. An example whose question is the one asked is shown too: keep the split you report on out of
+        ``sql_example_splits``."""
         import dspy
 
         q = np.asarray(self.encode([question]), dtype=np.float32)[0]
