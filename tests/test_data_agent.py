@@ -576,7 +576,7 @@ def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops
     rows = [json.loads(line) for line in labels.read_text().splitlines()]
     shown = [r for r in rows if r["split"] in ("train", "dev") and r.get("gold_sql") and not r["should_refuse"]]
     examples = SQLExamples.from_file(labels, ["train", "dev"], index.query_encoder.encode, k=3)
-    assert sorted(i.id for i in examples.items) == sorted(r["id"] for r in shown)
+    assert sorted(i["id"] for i in examples.items) == sorted(r["id"] for r in shown)
     target = shown[0]
     ids, demos = examples.similar(target["question"])
     assert len(ids) == len(demos) == 3 and ids[-1] == target["id"]  # its own question is the nearest, shown last
@@ -606,5 +606,9 @@ def test_sql_examples_say_what_their_file_lacks(ops, tmp_path):
         SQLExamples.from_file(no_sql, ["train"], index.query_encoder.encode)
     with pytest.raises(InputError, match="sql_examples: .*missing.jsonl does not exist"):
         SQLExamples.from_file(tmp_path / "missing.jsonl", ["train"], index.query_encoder.encode)
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_text('{"question": "How many claims?", "split": "train"}\n{"question": \n', encoding="utf-8")
+    with pytest.raises(InputError, match="garbled.jsonl:2: not valid JSON"):
+        SQLExamples.from_file(garbled, ["train"], index.query_encoder.encode)
     with pytest.raises(ConfigError, match="sql_demos must be between 0 and 8"):
         load_settings({"sql_demos": 9})

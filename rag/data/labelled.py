@@ -19,6 +19,7 @@ query encoder, so no other model is loaded and no model is called:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,16 +67,26 @@ def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndar
     return w.astype(np.float32), b.astype(np.float32)
 
 
-def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[Any]:
-    """The answerable items of ``path`` in ``splits`` (rag.eval.golden.GoldenItem); an InputError naming the
-    setting, the file and the fix when it does not exist."""
-    from rag.eval.golden import load_golden
-
+def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[dict[str, Any]]:
+    """The answerable items of ``path`` (Sieve's golden JSONL) in ``splits``, each with an ``id`` (its line when it
+    has none); an InputError naming the setting or the file's line and the fix when it cannot be read."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise InputError(f"{setting}: {file} does not exist; name a JSONL file of questions with {needs}, e.g. the "
                          "golden.jsonl that `rag demo ops` writes")
-    return [i for i in load_golden(file) if (i.split or "") in splits and not i.should_refuse]
+    items = []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{file}:{n}: not valid JSON ({exc.msg}); write one JSON object per line") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
+            raise InputError(f"{file}:{n}: expected an object with a non-empty \"question\" string")
+        if str(rec.get("split") or "") in splits and not rec.get("should_refuse"):
+            items.append({**rec, "id": str(rec.get("id") or f"line {n}")})
+    return items
 
 
 def learn_router(path: str | Path, splits: Sequence[str], encode: Callable[[list[str]], np.ndarray]) -> LearnedRouter:
@@ -83,16 +94,16 @@ def learn_router(path: str | Path, splits: Sequence[str], encode: Callable[[list
     when it has too few to learn from."""
     file = Path(path).expanduser()
     items = labelled_items(file, splits, "router_labels", 'a "route" label (docs, data or both)')
-    bad = [i for i in items if i.meta.get("route") not in ROUTES]
+    bad = [i for i in items if i.get("route") not in ROUTES]
     if bad:
-        raise InputError(f"{file}: item {bad[0].id!r} has route {bad[0].meta.get('route')!r}; every item of the splits "
+        raise InputError(f"{file}: item {bad[0]['id']!r} has route {bad[0].get('route')!r}; every item of the splits "
                          f"{', '.join(splits)} needs \"route\": one of {', '.join(ROUTES)}")
-    counts = Counter(i.meta["route"] for i in items)
+    counts = Counter(i["route"] for i in items)
     missing = [r for r in ROUTES if not counts[r]]
     if missing:
         raise InputError(f"{file}: no labelled {' or '.join(missing)} question in the splits {', '.join(splits)} "
                          f"({len(items)} items there); add some, or name other splits with router_splits")
-    weights, bias = fit(encode([i.question for i in items]), [i.meta["route"] for i in items])
+    weights, bias = fit(encode([i["question"] for i in items]), [i["route"] for i in items])
     return LearnedRouter(weights, bias, encode, {r: counts[r] for r in ROUTES},
                          f"{file.name} (splits {', '.join(splits)})")
 
@@ -108,11 +119,11 @@ class SQLExamples:
                   k: int = 3) -> SQLExamples:
         file = Path(path).expanduser()
         items = [i for i in labelled_items(file, splits, "sql_examples", 'a "gold_sql" statement')
-                 if isinstance(i.meta.get("gold_sql"), str) and i.meta["gold_sql"].strip()]
+                 if isinstance(i.get("gold_sql"), str) and i["gold_sql"].strip()]
         if not items:
             raise InputError(f"{file}: no item of the splits {', '.join(splits)} has a \"gold_sql\" statement; add "
                              "some, or name other splits with sql_example_splits")
-        return cls(items, encode([i.question for i in items]), encode, k)
+        return cls(items, encode([i["question"] for i in items]), encode, k)
 
     def similar(self, question: str) -> tuple[list[str], list[Any]]:
         """The ids and the demos of the ``k`` nearest examples (cosine of the encoder's unit vectors), the nearest
@@ -122,9 +133,9 @@ class SQLExamples:
 
         q = np.asarray(self.encode([question]), dtype=np.float32)[0]
         nearest = [self.items[j] for j in np.argsort(-(self.vectors @ q), kind="stable")[:self.k]][::-1]
-        return [i.id for i in nearest], [dspy.Example(question=i.question, documents="", previous="",
-                                                      sql=i.meta["gold_sql"]).with_inputs("question", "documents", "previous")
-                                         for i in nearest]
+        return [i["id"] for i in nearest], [dspy.Example(question=i["question"], documents="", previous="",
+                                                         sql=i["gold_sql"]).with_inputs("question", "documents", "previous")
+                                            for i in nearest]
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
