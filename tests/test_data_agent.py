@@ -551,7 +551,7 @@ def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
 
     index, _ = ops
     encode = index.query_encoder.encode
-    with pytest.raises(InputError, match="router_labels: .*nowhere.jsonl does not exist"):
+    with pytest.raises(InputError, match="nowhere.jsonl: does not exist; set router_labels to a JSONL"):
         learn_router(tmp_path / "nowhere.jsonl", ["train"], encode)
     no_both = _labels(ops, tmp_path, lambda rows: [r for r in rows if r.get("route") != "both"])
     with pytest.raises(InputError, match=r"labels.jsonl: no labelled both question in the splits train.*router_splits"):
@@ -604,11 +604,11 @@ def test_sql_examples_say_what_their_file_lacks(ops, tmp_path):
     no_sql = _labels(ops, tmp_path, lambda rows: [{k: v for k, v in r.items() if k != "gold_sql"} for r in rows])
     with pytest.raises(InputError, match=r"labels.jsonl: no item of the splits train has a \"gold_sql\".*sql_example_splits"):
         SQLExamples.from_file(no_sql, ["train"], index.query_encoder.encode)
-    with pytest.raises(InputError, match="sql_examples: .*missing.jsonl does not exist"):
+    with pytest.raises(InputError, match="missing.jsonl: does not exist; set sql_examples to a JSONL"):
         SQLExamples.from_file(tmp_path / "missing.jsonl", ["train"], index.query_encoder.encode)
     garbled = tmp_path / "garbled.jsonl"
     garbled.write_text('{"question": "How many claims?", "split": "train"}\n{"question": \n', encoding="utf-8")
-    with pytest.raises(InputError, match="garbled.jsonl:2: not valid JSON"):
+    with pytest.raises(InputError, match="garbled.jsonl:2: invalid JSON"):
         SQLExamples.from_file(garbled, ["train"], index.query_encoder.encode)
     with pytest.raises(ConfigError, match="sql_demos must be between 0 and 8"):
         load_settings({"sql_demos": 9})

@@ -19,7 +19,6 @@ query encoder, so no other model is loaded and no model is called:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -70,20 +69,13 @@ def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndar
 def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[dict[str, Any]]:
     """The answerable items of ``path`` (Sieve's golden JSONL) in ``splits``, each with an ``id`` (its line when it
     has none); an InputError naming the setting or the file's line and the fix when it cannot be read."""
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise InputError(f"{setting}: {file} does not exist; name a JSONL file of questions with {needs}, e.g. the "
-                         "golden.jsonl that `rag demo ops` writes")
+    from rag.ingest.jsonl import json_lines
+
     items = []
-    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{file}:{n}: not valid JSON ({exc.msg}); write one JSON object per line") from None
+    for n, where, rec in json_lines(path, missing=f"does not exist; set {setting} to a JSONL file of questions with "
+                                   f"{needs}, e.g. the golden.jsonl that `rag demo ops` writes"):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
-            raise InputError(f"{file}:{n}: expected an object with a non-empty \"question\" string")
+            raise InputError(f"{where}: expected an object with a non-empty \"question\" string")
         if str(rec.get("split") or "") in splits and not rec.get("should_refuse"):
             items.append({**rec, "id": str(rec.get("id") or f"line {n}")})
     return items
