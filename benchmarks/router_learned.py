@@ -5,7 +5,8 @@
 
 No model call. The learned router is fitted from the ``--train`` splits of ``--labels`` (golden/ops_routes.jsonl),
 exactly as ``router = "learned"`` fits it in the agent; both routers then route every question of the ``--report``
-splits and of the demo's own golden set (beside the index; none of its items is learned from). Per set: the share
+splits (each also without its questions that repeat one learned from: :func:`repeating`) and of the demo's own golden
+set (beside the index; none of its items is learned from). Per set: the share
 routed right with its Wilson interval, the paired comparison (McNemar, exact), right/items per gold route; then the
 seconds the fit takes and the median milliseconds per routed question, side by side.
 """
@@ -23,6 +24,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.tables import emit, share  # noqa: E402
 from rag.stats.intervals import compare_paired  # noqa: E402
+
+
+def repeating(items: list, learned_from: list) -> set[str]:
+    """The ids of ``items`` whose question repeats or rewords one learned from (rag.eval.overlap.near_duplicates:
+    rarity-weighted word overlap >= 0.75): helpers writing from the same short policies converge on the same
+    questions, and a repeat measures what the router memorised, not how it generalises."""
+    from rag.eval.overlap import near_duplicates
+
+    ids = {i.id for i in items}
+    pairs = near_duplicates([(i.id, i.question, None) for i in [*items, *learned_from]])
+    return {a if a in ids else b for a, b, _ in pairs if (a in ids) != (b in ids)}
 
 
 def main() -> None:
@@ -53,9 +65,18 @@ def main() -> None:
     labelled = [i for i in load_golden(args.labels) if not i.should_refuse]
     golden = args.golden or args.index_dir.parent / "golden.jsonl"
     demo = [i for i in load_golden(golden) if i.meta.get("route") and not i.should_refuse]
-    sets = [(f"`{s}`", [i for i in labelled if i.split == s]) for s in args.report.split(",") if s]
+    learned_from = [i for i in labelled if i.split in train]
+    sets = []
+    for s in (s for s in args.report.split(",") if s):
+        mine = [i for i in labelled if i.split == s]
+        repeats = repeating(mine, learned_from)
+        sets.append((f"`{s}`", mine))
+        if repeats:
+            sets.append((f"`{s}` without the {len(repeats)} that repeat a question learned from",
+                         [i for i in mine if i.id not in repeats]))
     sets.append((f"the demo's golden set ({golden.name}, all splits, answerable)", demo))
-    sets.append(("**the report splits together**", [i for _, items in sets[:-1] for i in items]))
+    sets.append(("**the report splits together**", [i for name, items in sets[:-1] if "without" not in name
+                                                     for i in items]))
 
     timing = {"cues": [], "learned": []}
     lines = ["# The learned router against the cue router, on questions neither chose on", "",
