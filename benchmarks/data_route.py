@@ -12,8 +12,8 @@ model call), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the
 questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
 both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter), ``sql+demos``, ``sql+rules`` (``SQL_RULES`` added to the
 instructions) and ``sql+similar`` (the three labelled queries of ``--examples`` nearest the question as demos, as
-``sql_examples`` shows them: after the schema; ``sql+similar@examples-ahead`` shows them ahead of it, as the
-agent did before 2026-12-05), scored by running the
+``sql_examples`` shows them, ahead of the schema; after it, a call is 2.1x faster but the examples' gain shrank:
+benchmarks/results/sql_examples_layout.md, measured at commit 9d26ccc and reverted), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
 writer reads its gold passages. A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
@@ -109,15 +109,12 @@ def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
 
 def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm, examples=None) -> dict:
     from optimize.roles import sql_outcome
-    from rag.lm.adapter import chosen_demos
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
     shown, demos = examples.similar(item.question) if examples is not None and "+similar" in variant else ([], None)
-    where = contextlib.nullcontext() if "@examples-ahead" in variant else chosen_demos()  # as the agent shows them
-    with where:
-        pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents,
-                                   previous="", **({"demos": demos} if demos else {}))
+    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="",
+                               **({"demos": demos} if demos else {}))
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
     return {"role": "sql", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "sql": sql, "error": error, "right": right, "latency_s": time.perf_counter() - start,

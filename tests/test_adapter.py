@@ -125,35 +125,6 @@ def test_demos_chosen_for_one_call_are_shown_beside_the_shared_block():
     assert grader.count("What is break?") == 2  # a role's compiled demos: in the shared block only, as before
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_demos_chosen_for_one_call_come_after_the_schema_so_questions_share_it_as_a_prefix(compiled):
-    """Inside chosen_demos (the agent's SQL writer with sql_examples), each question's nearest labelled queries
-    follow the schema: two questions' prompts are the same up to its end, so llama.cpp reads it once."""
-    from rag.lm.adapter import chosen_demos
-    from signatures import SQLWriter
-
-    adapter = SieveAdapter(demo_position="shared")
-
-    def prompt(question, sql):
-        demos = [dspy.Example(question=f"like {question}", documents="", previous="", sql=sql)]
-        inputs = {"question": question, "tables": "TABLE t", "documents": "", "previous": ""}
-        with chosen_demos(), program_demos(_Compiled() if compiled else _Compiled(demos=())):
-            return _prompt(adapter.format(SQLWriter, demos=demos, inputs=inputs))
-
-    one, two = prompt("How many claims?", "SELECT count(*) FROM claims"), prompt("Open ones?", "SELECT 1")
-    schema_end = one.index("TABLE t") + len("TABLE t")
-    assert one[:schema_end] == two[:schema_end]
-    assert one.index("TABLE t") < one.index(DEMOS_HEADER) < one.index("SELECT count(*) FROM claims") \
-        < one.index("[[ ## question ## ]]\nHow many claims?")
-    assert (SHARED_DEMOS_HEADER in one) is compiled and one.count(DEMOS_HEADER) == 1
-    # outside chosen_demos the same call shows them ahead of the schema, as before
-    with program_demos(_Compiled(demos=())):
-        ahead = _prompt(adapter.format(SQLWriter, demos=[dspy.Example(question="x", documents="", previous="",
-                                                                      sql="SELECT 2")],
-                                       inputs={"question": "q", "tables": "TABLE t", "documents": "", "previous": ""}))
-    assert ahead.index("SELECT 2") < ahead.index("TABLE t")
-
-
 def test_a_demo_without_every_output_is_marked_not_given():
     partial = {k: v for k, v in DEMO.items() if k != "subject"}
     user = SieveAdapter().format(Grader, demos=[partial], inputs={"question": "q?", "context": CONTEXT})[-1]["content"]

@@ -34,7 +34,6 @@ from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
 from rag.errors import DataError, SieveError, SQLRejected
-from rag.lm.adapter import chosen_demos
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
 
@@ -98,9 +97,8 @@ class DataRoute(dspy.Module):
             if attempt:
                 step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
             try:
-                with chosen_demos():  # after the schema, whose cached prefix every question shares
-                    pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
-                                       documents=shown, previous=previous, **({"demos": demos} if demos else {}))
+                pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
+                                   documents=shown, previous=previous, **({"demos": demos} if demos else {}))
             except SieveError as exc:
                 if not isinstance(exc, DataError):
                     raise

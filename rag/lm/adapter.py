@@ -23,9 +23,6 @@ tokens cost about 1.5 s, so Sieve lays a call out as:
   - ``"after"`` the passages, before the question: the shared prefix too, but the 1.5B copies a demo that sits
     right before the question (docs/design.md has the measurement);
   - ``"before"`` the passages, each role its own demos: not copied, but the roles no longer share a prefix.
-  Demos chosen for one call (inside ``chosen_demos``: the SQL writer's labelled queries nearest the question,
-  rag.data.labelled) go after the leading inputs whatever the setting: they differ per question, and ahead of the
-  schema they would cost its cached prefix on every call.
 - Outputs stay one JSON object whose keys follow the signature's order; the engines constrain decoding
   to its schema, and parsing is JSONAdapter's. A ``max_length`` on an output field (``dspy.OutputField(
   max_length=60)``) reaches the schema as ``maxLength``, so a short reason costs few output tokens
@@ -64,7 +61,6 @@ SHARED_DEMOS_HEADER = ("Solved examples of this agent's tasks, for other questio
                        "for your reply); the task to do now is stated at the end:")
 _SHOWN: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("sieve_shown_ids", default=None)
 RoleDemos = tuple[str, type[dspy.Signature], tuple[dict[str, Any], ...]]  # (role, its signature, its demos)
-_CHOSEN: contextvars.ContextVar[bool] = contextvars.ContextVar("sieve_chosen_demos", default=False)
 _PROGRAM: contextvars.ContextVar[tuple[RoleDemos, ...] | None] = contextvars.ContextVar("sieve_program_demos",
                                                                                         default=None)
 
@@ -89,18 +85,6 @@ def program_demos(program: dspy.Module) -> Iterator[None]:
         yield
     finally:
         _PROGRAM.reset(token)
-
-
-@contextlib.contextmanager
-def chosen_demos() -> Iterator[None]:
-    """Within the block, a call's own demos were chosen for that call (not compiled): they go after the leading
-    inputs, so the prompt up to the end of the schema is the same for every question and llama.cpp reuses its KV
-    cache for it (benchmarks/results/sql_examples_layout.md: seconds per SQL call with examples ahead and after)."""
-    token = _CHOSEN.set(True)
-    try:
-        yield
-    finally:
-        _CHOSEN.reset(token)
 
 
 class SieveAdapter(dspy.JSONAdapter):
@@ -151,12 +135,11 @@ class SieveAdapter(dspy.JSONAdapter):
         leading, rest = _input_order(signature)
         shared = self._shared() if main_request else None
         own = demos if demos and not (shared and _compiled(demos, shared)) else None  # this call's own: also shown
-        chosen = self.format_demo_block(signature, own) if own and _CHOSEN.get() else ""  # after the leading inputs
         block = "\n\n".join(b for b in (self.format_shared_block(shared) if shared else "",
-                                         self.format_demo_block(signature, own) if own and not chosen else "") if b)
+                                         self.format_demo_block(signature, own) if own else "") if b)
         ahead = self.demo_position != "after"
-        parts = [prefix, block if ahead else "", *self._fields(signature, inputs, leading), "" if ahead else block,
-                 chosen, *self._fields(signature, inputs, rest), task_text(signature) if main_request else "", suffix]
+        parts = [prefix, block if ahead else "", *self._fields(signature, inputs, leading), "" if ahead else block]
+        parts += [*self._fields(signature, inputs, rest), task_text(signature) if main_request else "", suffix]
         return "\n\n".join(part for part in parts if part).strip()
 
     def _shared(self) -> tuple[RoleDemos, ...] | None:
