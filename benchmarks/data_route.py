@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -188,8 +189,6 @@ def _table(records: list[dict], role: str, splits: list[str]) -> list[str]:
 
 def _shown(path) -> str:
     """A path as a reader can rerun it: inside the project relative to it, under $SIEVE_HOME as $SIEVE_HOME/..."""
-    import os
-
     text = str(path)
     home = os.environ.get("SIEVE_HOME")
     if home and text.startswith(home.rstrip("/") + "/"):
