@@ -3,8 +3,8 @@
     python benchmarks/drafted_configs.py --drafted benchmarks/results/drafted_builtin_157.jsonl \
         --out benchmarks/results/drafted_configs_157.md
 
-Each cell is ``rag eval --retrieval-only --config CONFIG --golden SET --split all --json`` on the built-in index
-(``SIEVE_HOME``): Recall@4 with its bootstrap interval over the items with gold. The sets: the hand-written
+Each cell scores what ``rag eval --retrieval-only --config CONFIG --golden SET --split all`` scores, in one process
+(one retriever per configuration), on the built-in index (``SIEVE_HOME``): Recall@4 with its bootstrap interval over the items with gold. The sets: the hand-written
 ``golden/python_ref.jsonl``, the drafted set, and its items a human kept (``--reviewed-by human``). ``deep`` writes
 one HyDE passage per question on the rewriter's model (the DSPy cache makes a rerun cheap); ``full`` searches as
 ``hybrid`` does first, so it is no column here. Speaks for retrieval only: the agent's answers and refusals are
@@ -14,9 +14,6 @@ benchmarks/drafted_agent_rank.py's.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,15 +26,21 @@ from benchmarks.tables import emit  # noqa: E402
 CONFIGS = ("baseline", "hybrid", "deep")
 
 
-def recall(config: str, golden: Path, *extra: str) -> tuple[int, float, float, float]:
-    """(items scored, Recall@4, interval low, high) of one ``rag eval --retrieval-only`` run."""
-    rag = shutil.which("rag") or str(Path(sys.executable).with_name("rag"))  # the project's console script
-    out = subprocess.run([rag, "eval", "--retrieval-only", "--config", config, "--golden",
-                          str(golden), "--split", "all", "--json", *extra], capture_output=True, text=True, check=True,
-                         cwd=ROOT)
-    report = json.loads(out.stdout)
-    ci = report["ci"]["recall@4"]
-    return report["scored"], report["recall@4"], ci["lo"], ci["hi"]
+def retriever_for(config: str):
+    """(the retriever of ``config``'s retrieval settings, with its LM query stages, and its k): as ``rag eval
+    --retrieval-only --config CONFIG`` builds it."""
+    from rag.agent.program import with_query_stages
+    from rag.errors import SieveError
+    from rag.eval.presets import resolve_config
+    from rag.retrieval.retriever import Retriever
+
+    settings, skipped = resolve_config(config, [], None)
+    if skipped:
+        raise SieveError(skipped)
+    retriever = Retriever.from_settings(settings)
+    if settings.lm_stages:
+        with_query_stages(retriever, settings)  # deep's HyDE, on the rewriter's model
+    return retriever, settings
 
 
 def main() -> None:
@@ -45,25 +48,39 @@ def main() -> None:
     parser.add_argument("--drafted", type=Path, required=True)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    sets = [("hand-written (python_ref.jsonl, all splits)", ROOT / "golden" / "python_ref.jsonl", ()),
-            (f"drafted ({args.drafted.name}), every item with gold", args.drafted, ()),
-            ("drafted, kept by a human reviewer", args.drafted, ("--reviewed-by", "human"))]
+
+    from rag.curate.review import keep_reviewed
+    from rag.eval.golden import load_golden
+    from rag.eval.metrics import retrieval_report
+    from rag.eval.presets import select_items
+
+    drafted = load_golden(args.drafted)
+    sets = [("hand-written (python_ref.jsonl, all splits)", load_golden(ROOT / "golden" / "python_ref.jsonl")),
+            (f"drafted ({args.drafted.name}), every item with gold", drafted),
+            ("drafted, kept by a human reviewer", keep_reviewed(drafted, args.drafted, by="human"))]
+    sets = [(name, select_items(items, "all")) for name, items in sets]  # in the order --split all scores them
+    cells: dict[str, list[str]] = {name: [] for name, _ in sets}
+    means: dict[str, dict[str, float]] = {name: {} for name, _ in sets}
+    scored: dict[str, int] = {}
+    for config in CONFIGS:  # one retriever per configuration, every set scored with it
+        retriever, settings = retriever_for(config)
+        k = settings.top_k
+        for name, items in sets:
+            report = retrieval_report(items, retriever, k=k, mode=settings.mode)
+            mean, ci = report[f"recall@{k}"], report["ci"][f"recall@{k}"]
+            scored[name], means[name][config] = report["scored"], mean
+            cells[name].append(f"{mean:.3f} [{ci['lo']:.2f}, {ci['hi']:.2f}]")
+            print(f"{name}: {config} {mean:.3f}", file=sys.stderr, flush=True)
     lines = ["# A drafted golden set against the hand-written one: configurations, first retrieval", "",
              f"Command: `python benchmarks/drafted_configs.py --drafted {args.drafted}`; "
              "Recall@4 [95% bootstrap interval], items with gold only.", "",
              "| set | n | " + " | ".join(CONFIGS) + " | order | agrees with the hand-written order |",
              "| --- | --- |" + " --- |" * len(CONFIGS) + " --- | --- |"]
     first = None
-    for name, path, extra in sets:
-        cells, means, n = [], {}, 0
-        for config in CONFIGS:
-            n, mean, lo, hi = recall(config, path, *extra)
-            means[config] = mean
-            cells.append(f"{mean:.3f} [{lo:.2f}, {hi:.2f}]")
-            print(f"{name}: {config} {mean:.3f}", file=sys.stderr, flush=True)
-        order = ranked(means)
+    for name, _ in sets:
+        order = ranked(means[name])
         first = first or order
-        lines.append(f"| {name} | {n} | " + " | ".join(cells) + f" | {order} | {agrees(order, first)} |")
+        lines.append(f"| {name} | {scored[name]} | " + " | ".join(cells[name]) + f" | {order} | {agrees(order, first)} |")
     emit(lines + ["", "The order compares means only; where neighbouring intervals overlap, it is not a finding on its own."],
          args.out)
 
