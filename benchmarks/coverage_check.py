@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.tables import emit, share  # noqa: E402
 from rag.stats.intervals import compare_paired  # noqa: E402
 
-SETS = [("golden/ops_routes.jsonl", False, "route-labelled questions, all answerable (5 splits, written blind)"),
-        ("golden/ops_unanswerable.jsonl", True, "blind unanswerable questions (the rules were written with them in view)")]
+SETS = [("golden/ops_routes.jsonl", None, False, "route-labelled questions, all answerable (written blind)"),
+        ("golden/ops_unanswerable.jsonl", "blind", True, "blind unanswerable questions (the rules were written with them in view)"),
+        ("golden/ops_unanswerable.jsonl", "blind2", True, "blind unanswerable questions written after the rules")]
 
 
 def main() -> None:
@@ -45,8 +46,11 @@ def main() -> None:
     coverage = Coverage.for_index(index, Warehouse(index.tables_path))
     golden = args.golden or args.index_dir.parent / "golden.jsonl"
     demo = [json.loads(line) for line in golden.read_text(encoding="utf-8").splitlines() if line.strip()]
-    sets = [(name, [json.loads(x) for x in (ROOT / name).read_text(encoding="utf-8").splitlines() if x.strip()], bad, what)
-            for name, bad, what in SETS]
+    sets = []
+    for name, split, bad, what in SETS:
+        items = [json.loads(x) for x in (ROOT / name).read_text(encoding="utf-8").splitlines() if x.strip()]
+        sets.append((name + (f", split {split}" if split else ""), [x for x in items if split in (None, x["split"])],
+                     bad, what))
     sets += [(f"{golden.name} (answerable)", [x for x in demo if not x["should_refuse"]], False, "the demo's golden set"),
              (f"{golden.name} (unanswerable)", [x for x in demo if x["should_refuse"]], True, "the demo's golden set")]
     lines = ["# The coverage check on the ops demo (no model call)", "",
