@@ -122,7 +122,7 @@ def test_bad_type_mix_is_one_line_naming_the_option(spec, says):
 def test_an_empty_index_or_too_many_items_is_refused_with_the_fix():
     with pytest.raises(InputError, match=r"the index holds no passages.*rag index DOCS --index-dir DIR"):
         plan_draft([Chunk(id="blank", text="   ")], 1, parse_types(None))
-    with pytest.raises(InputError, match=r"--n 13 is more than this index allows.*holds 12; give --n 12 or fewer"):
+    with pytest.raises(InputError, match=r"--n 13 is more than this index allows.*holds 12 .*; give --n 12 or fewer"):
         plan_draft(_corpus(), 13, parse_types(None))
 
 
@@ -408,21 +408,30 @@ def test_agent_eval_reviewed_only_runs_the_reviewed_items(tmp_path, tiny_index, 
     assert code == 0 and summary["n_selected"] == 1 and summary["ids"] == ["d1"]
 
 
-def _unanswerable_script(index, questions):
-    """A one-slot unanswerable plan, and a drafting LM that writes ``questions[k]`` from the k-th passage tried."""
-    (p,) = plan_draft(index.chunks, 1, parse_types("unanswerable=1"), 0)
+def _slot_script(index, kind, drafts):
+    """A one-slot plan of type ``kind``, and a drafting LM that writes ``drafts[k]`` (a question, or (question,
+    reference answer)) from the k-th passage tried."""
+    (p,) = plan_draft(index.chunks, 1, parse_types(f"{kind}=1"), 0)
     same = [c for c in index.chunks if c.source == p.seed.source and c.text.strip()]
     at = [c.id for c in same].index(p.seed.id)
-    tried = [same[(at + k) % len(same)] for k in range(len(questions))]
-    drafts = {_header(c): {"question": q, "missing": "not said"} for c, q in zip(tried, questions)}
-    return p, tried, DummyLM(drafts)
+    tried = [same[(at + k) % len(same)] for k in range(len(drafts))]
+    replies = {}
+    for c, d in zip(tried, drafts):
+        q, ref = d if isinstance(d, tuple) else (d, "")
+        replies[_header(c)] = {"question": q, "missing": "not said"} if kind == "unanswerable" else \
+            {"question": q, "reference_answer": ref}
+    return p, tried, DummyLM(replies)
+
+
+def _unanswerable_script(index, questions):
+    return _slot_script(index, "unanswerable", questions)
 
 
 def test_an_unanswerable_draft_must_name_something_the_corpus_never_mentions(tmp_path, tiny_retriever):
     """The 1.5B's "unanswerable" drafts asked about what the corpus covers; a draft whose every term the corpus holds
-    is drafted again from the next passage of its document, UNANSWERABLE_TRIES times, then dropped unlabelled."""
+    is drafted again from the next passage of its document, DRAFT_TRIES times, then dropped unlabelled."""
     from rag.curate.absent import COMMON
-    from rag.curate.draft import UNANSWERABLE_TRIES
+    from rag.curate.draft import DRAFT_TRIES
 
     index = tiny_retriever.index
     own = [w for w in index.chunks[0].text.lower().split() if w.isalpha() and len(w) > 3 and w not in COMMON][:2]
@@ -433,10 +442,42 @@ def test_an_unanswerable_draft_must_name_something_the_corpus_never_mentions(tmp
     (kept,) = result.kept
     assert kept["seed_chunk_id"] == tried[1].id and kept["question"].endswith("on Windows?")
     assert set(kept["absent_terms"]) == {"configured", "windows"} and kept["pool"]
-    p, tried, lm = _unanswerable_script(index, [covered] * UNANSWERABLE_TRIES)
+    p, tried, lm = _unanswerable_script(index, [covered] * DRAFT_TRIES)
     no_labels = DummyLM([])  # a labelling call would fail: a dropped draft spends none
     result, log = run_draft(tiny_retriever, tmp_path / "dropped.jsonl", (lm, no_labels), n=1, mix="unanswerable=1")
     (dropped,) = result.dropped
     assert not result.kept and dropped["pool"] == []
-    assert dropped["dropped"].startswith(f"every term it asks about is in the documents, in {UNANSWERABLE_TRIES} draft(s)")
+    assert dropped["dropped"].startswith(f"every term it asks about is in the documents, in {DRAFT_TRIES} draft(s)")
     assert read_lines(dropped_path(tmp_path / "dropped.jsonl"))[0]["id"] == p.id
+
+
+def test_a_draft_in_a_script_its_passage_does_not_use_is_drafted_again(tmp_path, tiny_retriever):
+    """The embedded Qwen drifts into Chinese mid-answer ("... implicit访问"): such a draft is drafted again from the
+    next passage of its document, DRAFT_TRIES times at most, then dropped unlabelled with why."""
+    from rag.curate.draft import DRAFT_TRIES
+
+    index = tiny_retriever.index
+    garbled = ("What does a with statement call?", "It calls __enter__ 访问 first.")
+    p, tried, lm = _slot_script(index, "answerable", [garbled, ("What does a with statement call?", "__enter__.")])
+    result, _ = run_draft(tiny_retriever, tmp_path / "kept.jsonl", (lm, DummyLM([NOT_RELEVANT] * 10)), n=1,
+                          mix="answerable=1")
+    (kept,) = result.kept
+    assert kept["seed_chunk_id"] == tried[1].id and kept["reference_answer"] == "__enter__."
+    assert kept["relevant_chunk_ids"][0] == tried[1].id  # the passage it was drafted from is its seed and gold
+    p, tried, lm = _slot_script(index, "vague", [garbled] * DRAFT_TRIES)
+    result, _ = run_draft(tiny_retriever, tmp_path / "dropped.jsonl", (lm, DummyLM([])), n=1, mix="vague=1")
+    (dropped,) = result.dropped
+    assert not result.kept and dropped["pool"] == [] and dropped["reference_answer"] == garbled[1]
+    assert dropped["dropped"].startswith(f"no draft passed the checks, in {DRAFT_TRIES} draft(s)")
+    assert "letters of the CJK script, which its passage has none of" in dropped["dropped"]
+
+
+def test_a_contents_page_seeds_nothing():
+    """A passage listing numbered headings states no fact; drafted from, it gets an invented answer. It is no seed,
+    and the count an index allows leaves it out."""
+    contents = Chunk(id="a.md#toc", text="## Table of Contents 1. Purpose 2. Scope 3. Paid Time Off 4. Sick Leave",
+                     title="Table of Contents", source="a.md")
+    chunks = [contents, *_corpus()]
+    assert contents.id not in {c.id for c in sample_seeds(chunks, len(chunks), seed=0)}
+    with pytest.raises(InputError, match=r"holds 12 that state something \(not empty, not a contents page\)"):
+        plan_draft(chunks, 13, parse_types(None))

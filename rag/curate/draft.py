@@ -11,6 +11,9 @@ without writing a JSONL file by hand:
 3. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
    (signatures.QuestionDrafter), one in a user's loose words (VagueQuestionDrafter), or a plausible question on the
    subject that the seed's document does not answer (UnanswerableDrafter, shown the document's section titles).
+   A draft in a script its passage does not use, or an unanswerable one whose every term the corpus holds
+   (rag.curate.seedcheck, rag.curate.absent), is drafted again from the next passage of the seed's document, at
+   most DRAFT_TRIES times, then dropped unlabelled. Contents pages are never seeds (:func:`draftable`).
 4. gold labels, on the judge role's model: a TREC-style pool (top ``pool`` dense and top ``pool`` BM25 hits, plus the
    seed) labelled one passage at a time (signatures.PoolLabeler). ``relevant_chunk_ids`` are the passages labelled
    relevant, and always the seed of an answerable or vague item (flagged ``seed_gold`` when the labeller said no,
@@ -48,7 +51,8 @@ NOT_COVERED = "Not covered by the indexed documents."
 MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling model
 MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
 MAX_FAILURES_IN_A_ROW = 10  # drafts that fail one after another before the run stops
-UNANSWERABLE_TRIES = 3  # passages of the seed's document an unanswerable slot drafts from before it is dropped
+DRAFT_TRIES = 3  # passages of the seed's document a slot drafts from before it is dropped unlabelled
+CHECKS = "seedcheck/1"  # the version of the checks below (rag.curate.seedcheck); a draft resumes only with its own
 # A small labelling model may call every pooled passage irrelevant, even the seed the question was drafted from (the
 # embedded Qwen2.5-Coder-1.5B did for 8 of 8 first drafts on the built-in corpus, with one constant reason): the seed
 # of an answerable or vague item is then gold anyway, flagged, and rag golden check counts such items.
@@ -110,9 +114,8 @@ def sample_seeds(chunks: Sequence[Chunk], n: int, seed: int = 0) -> list[Chunk]:
     seed give the same seeds."""
     rng = random.Random(seed)
     docs: dict[str, dict[str, list[Chunk]]] = {}
-    for c in chunks:
-        if c.text.strip():
-            docs.setdefault(c.source, {}).setdefault(c.title, []).append(c)
+    for c in filter(draftable, chunks):
+        docs.setdefault(c.source, {}).setdefault(c.title, []).append(c)
     per_doc = []
     for source in rng.sample(sorted(docs), len(docs)):
         sections = [rng.sample(cs, len(cs)) for _, cs in sorted(docs[source].items())]
@@ -133,13 +136,14 @@ class Planned:
 
 def plan_draft(chunks: Sequence[Chunk], n: int, mix: Mapping[str, float], seed: int = 0) -> list[Planned]:
     """The items a draft makes, in drafting order; InputError for an empty index or an ``n`` it cannot hold."""
-    usable = sum(1 for c in chunks if c.text.strip())
+    usable = sum(map(draftable, chunks))
     if not usable:
         raise InputError("the index holds no passages to draft questions from; index your documents first "
                          "(rag index DOCS --index-dir DIR) and pass that --index-dir")
     if n > usable:
         raise InputError(f"--n {n} is more than this index allows: each item needs a seed passage of its own and the "
-                         f"index holds {usable}; give --n {usable} or fewer, or index more documents")
+                         f"index holds {usable} that state something (not empty, not a contents page); give --n "
+                         f"{usable} or fewer, or index more documents")
     seeds, dealt = sample_seeds(chunks, n, seed), spread(type_counts(n, mix))
     by_doc = sorted(range(n), key=lambda i: (seeds[i].source, i))  # each document's seeds in a run of their own
     types = [""] * n
@@ -155,6 +159,13 @@ def plan_draft(chunks: Sequence[Chunk], n: int, mix: Mapping[str, float], seed: 
         numbers[types[i]] += 1
         plan.append(Planned(f"draft-{types[i][0]}-{numbers[types[i]]:03d}", types[i], seeds[i], split_of[i]))
     return plan
+
+
+def draftable(chunk: Chunk) -> bool:
+    """Whether ``chunk`` can seed a draft: it has text, and more than a list of headings (rag.curate.seedcheck)."""
+    from rag.curate.seedcheck import lists_headings
+
+    return bool(chunk.text.strip()) and not lists_headings(chunk.text)
 
 
 def prompt_version() -> str:
@@ -237,7 +248,7 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
     chunks = list(retriever.index.chunks)
     plan = plan_draft(chunks, n, mix, seed)
     params = {"n": n, "types": mix, "seed": seed, "pool": pool, "index": str(Path(retriever.index.dir).resolve()),
-              "corpus": retriever.index.manifest.get("corpus", {}).get("fingerprint")}
+              "corpus": retriever.index.manifest.get("corpus", {}).get("fingerprint"), "checks": CHECKS}
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give --out a file path, e.g. --out {out / 'golden.jsonl'}")
     done = {}
@@ -305,9 +316,8 @@ class _Drafter:
         self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
         self.corpus = CorpusTerms(c.text for c in chunks.values())
         self.by_source: dict[str, list[Chunk]] = {}  # each document's non-empty passages, in index order
-        for c in chunks.values():
-            if c.text.strip():
-                self.by_source.setdefault(c.source, []).append(c)
+        for c in filter(draftable, chunks.values()):
+            self.by_source.setdefault(c.source, []).append(c)
         self.predict = {"answerable": dspy.Predict(QuestionDrafter), "vague": dspy.Predict(VagueQuestionDrafter),
                         "unanswerable": dspy.Predict(UnanswerableDrafter)}
         self.label = dspy.Predict(PoolLabeler)
@@ -321,19 +331,14 @@ class _Drafter:
     def item(self, p: Planned, retriever: Any, k: int, sections: str) -> dict[str, Any]:
         """The drafted, labelled record of ``p`` (with ``dropped`` set when its draft is not kept)."""
         unanswerable = p.type == "unanswerable"
-        if unanswerable:
-            draft, question, seed, absent, tried = self._unanswerable(p, sections)
-            if not absent:  # every term is in the corpus: the documents very likely answer it; no pool to label
-                return {"id": p.id, "type": p.type, "question": question, "reference_answer": NOT_COVERED,
-                        "should_refuse": True, "relevant_chunk_ids": [], "split": p.split, "seed_chunk_id": seed.id,
-                        "source": seed.source, "section": seed.title, "pool": [],
-                        "dropped": f"every term it asks about is in the documents, in {len(tried)} draft(s): "
-                                   + " | ".join(tried)}
-            p = Planned(p.id, p.type, seed, p.split)
-        else:
-            draft = self._call(self.predict[p.type], self.draft_lm, passage=passage(p.seed))
-            question = " ".join(str(draft.question or "").split())
-        reference = " ".join(str(getattr(draft, "reference_answer", "") or "").split())
+        draft, question, seed, absent, failed = self._draft(p, sections)
+        if failed:  # no draft passed its checks: dropped unlabelled, no pool to label
+            return {"id": p.id, "type": p.type, "question": question,
+                    "reference_answer": NOT_COVERED if unanswerable else _reference(draft),
+                    "should_refuse": unanswerable, "relevant_chunk_ids": [], "split": p.split, "seed_chunk_id": seed.id,
+                    "source": seed.source, "section": seed.title, "pool": [], "dropped": failed}
+        p = Planned(p.id, p.type, seed, p.split)
+        reference = _reference(draft)
         if not question or not (reference or unanswerable):
             raise ValueError(f"the model wrote no {'question' if not question else 'reference answer'}")
         found: dict[str, list[str]] = {}
@@ -365,23 +370,40 @@ class _Drafter:
                 rec["dropped"] = f"pooled passage(s) labelled as answering it: {why}"
         return rec
 
-    def _unanswerable(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], list[str]]:
-        """(draft, question, the passage it was drafted from, its absent terms, every question tried): drafts from
-        the seed and then from the next passages of its document, at most UNANSWERABLE_TRIES, until a question
-        names something the corpus never mentions (rag.curate.absent)."""
+    def _draft(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], str | None]:
+        """(draft, question, the passage it was drafted from, its absent terms, why no draft passed or None): drafts
+        from the seed and then from the next passages of its document, at most DRAFT_TRIES, until a draft is written
+        in its passage's scripts (rag.curate.seedcheck) and, if unanswerable, names something the corpus never
+        mentions (rag.curate.absent)."""
         from rag.curate.absent import absent_terms
+        from rag.curate.seedcheck import foreign_scripts
 
+        unanswerable = p.type == "unanswerable"
         same = self.by_source.get(p.seed.source) or [p.seed]
         at = next((i for i, c in enumerate(same) if c.id == p.seed.id), 0)
-        tried: list[str] = []
+        tried: list[tuple[str, str]] = []  # (question, why it failed)
         draft, question, seed = None, "", p.seed
-        for seed in (same[(at + k) % len(same)] for k in range(min(UNANSWERABLE_TRIES, len(same)))):
-            draft = self._call(self.predict["unanswerable"], self.draft_lm, passage=passage(seed), sections=sections)
+        for seed in (same[(at + k) % len(same)] for k in range(min(DRAFT_TRIES, len(same)))):
+            shown = passage(seed)
+            draft = self._call(self.predict[p.type], self.draft_lm, passage=shown,
+                               **({"sections": sections} if unanswerable else {}))
             question = " ".join(str(draft.question or "").split())
             if not question:
                 raise ValueError("the model wrote no question")
-            tried.append(question)
-            absent = absent_terms(question, self.corpus)
-            if absent:
-                return draft, question, seed, absent, tried
-        return draft, question, seed, [], tried
+            foreign = foreign_scripts(f"{question} {_reference(draft)}", shown)
+            absent = absent_terms(question, self.corpus) if unanswerable else []
+            if foreign:
+                tried.append((question, f"letters of the {', '.join(foreign)} script, which its passage has none of"))
+            elif unanswerable and not absent:
+                tried.append((question, "every term it asks about is in the documents"))
+            else:
+                return draft, question, seed, absent, None
+        if all(why.startswith("every term") for _, why in tried):
+            return draft, question, seed, [], (f"every term it asks about is in the documents, in {len(tried)} "
+                                               "draft(s): " + " | ".join(q for q, _ in tried))
+        return draft, question, seed, [], (f"no draft passed the checks, in {len(tried)} draft(s): "
+                                           + " | ".join(f"{q} ({why})" for q, why in tried))
+
+
+def _reference(draft: Any) -> str:
+    return " ".join(str(getattr(draft, "reference_answer", "") or "").split())

@@ -1,0 +1,76 @@
+"""What the drafter's mechanical checks (rag.curate.seedcheck) remove from drafted sets a human reviewed.
+
+    python benchmarks/draft_checks.py --set benchmarks/results/drafted_builtin_60.jsonl=BUILTIN_INDEX \
+        --set benchmarks/results/drafted_aegis_60.jsonl=AEGIS_INDEX --out benchmarks/results/draft_checks.md
+
+Replays the two checks on items drafted before they existed, with no model call: the seed passage is a contents
+page (``lists_headings``: such passages are no longer sampled), or the question and reference answer hold letters
+of a script the passage shown to the drafter has none of (``foreign_scripts``: such drafts are now drafted again
+from the next passage). Per set: how many of the items a human kept and rejected each check flags, and the share
+kept before and after removing the flagged items. A check that flags kept items costs good items; one that flags
+only rejected ones raises the kept share without a model. Read with care: items drafted again would be new drafts,
+reviewed afresh, so the "after" column is the share among the items the checks let through, not a prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.tables import emit, share  # noqa: E402
+
+
+def flags(record: dict, chunks: dict[str, dict]) -> list[str]:
+    """The checks that flag ``record`` (an item of a drafted set), given the index's chunks by id."""
+    from rag.curate.draft import MAX_PASSAGE_CHARS
+    from rag.curate.seedcheck import foreign_scripts, lists_headings
+
+    seed = chunks.get(record.get("seed_chunk_id") or "")
+    if seed is None:
+        return ["seed not in the index"]
+    found = ["contents page"] if lists_headings(seed["text"]) else []
+    shown = f"[{seed.get('source')} | {seed.get('title')}]\n{seed['text'][:MAX_PASSAGE_CHARS]}"  # as the drafter saw it
+    reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
+    foreign = foreign_scripts(f"{record['question']} {reference}", shown)
+    return found + [f"{', '.join(foreign)} letters"] * bool(foreign)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--set", action="append", required=True, metavar="DRAFTED=INDEX_DIR",
+                        help="a drafted set reviewed by hand and the index it was drafted from; repeatable")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from rag.ingest.jsonl import json_lines
+
+    lines = ["# The drafter's mechanical checks replayed on drafted sets reviewed by hand (no model call)", "",
+             "Command: `python benchmarks/draft_checks.py " + " ".join(f"--set {s.split('=')[0]}=INDEX" for s in args.set)
+             + "`", "",
+             "| set | reviewed by hand | flagged, kept by the human | flagged, rejected by the human | kept before | "
+             "kept among the items not flagged |", "| --- | --- | --- | --- | --- | --- |"]
+    flagged_items: list[str] = []
+    for spec in args.set:
+        drafted, _, index_dir = spec.partition("=")
+        chunks = {c["id"]: c for _, _, c in json_lines(Path(index_dir) / "chunks.jsonl",
+                                                        missing="no index here; give --set DRAFTED=INDEX_DIR")}
+        reviewed = [r for _, _, r in json_lines(drafted, missing="no drafted set here (rag golden draft --out)")
+                    if r.get("reviewed_by") == "human"]
+        kept = lambda r: r.get("review") in ("accept", "edit")  # noqa: E731
+        marked = {r["id"]: flags(r, chunks) for r in reviewed}
+        hit_kept = [r for r in reviewed if marked[r["id"]] and kept(r)]
+        hit_rejected = [r for r in reviewed if marked[r["id"]] and not kept(r)]
+        rest = [r for r in reviewed if not marked[r["id"]]]
+        lines.append(f"| {Path(drafted).name} | {len(reviewed)} | {len(hit_kept)} | {len(hit_rejected)} | "
+                     f"{share(sum(map(kept, reviewed)), len(reviewed))} | {share(sum(map(kept, rest)), len(rest))} |")
+        flagged_items += [f"- `{Path(drafted).name}` `{r['id']}` ({'kept' if kept(r) else 'rejected'}; "
+                          f"{', '.join(marked[r['id']])}): {r['question']}" for r in reviewed if marked[r["id"]]]
+    emit(lines + ["", "Flagged items:", "", *flagged_items], args.out)
+
+
+if __name__ == "__main__":
+    main()
