@@ -3,10 +3,10 @@
     python benchmarks/draft_checks.py --set benchmarks/results/drafted_builtin_60.jsonl=BUILTIN_INDEX \
         --set benchmarks/results/drafted_aegis_60.jsonl=AEGIS_INDEX --out benchmarks/results/draft_checks.md
 
-Replays the two checks on items drafted before they existed, with no model call: the seed passage is a contents
-page (``lists_headings``: such passages are no longer sampled), or the question and reference answer hold letters
-of a script the passage shown to the drafter has none of (``foreign_scripts``: such drafts are now drafted again
-from the next passage). Per set: how many of the items a human kept and rejected each check flags, and the share
+Replays the checks on items drafted before they existed, with no model call: the seed passage is a contents page
+(``lists_headings``: such passages are no longer sampled), the question and reference answer hold letters of a
+script the passage shown to the drafter has none of (``foreign_scripts``), or the question points at "the passage"
+(``names_its_passage``); such drafts are now drafted again from the next passage. Per set: how many of the items a human kept and rejected each check flags, and the share
 kept before and after removing the flagged items. A check that flags kept items costs good items; one that flags
 only rejected ones raises the kept share without a model. Read with care: items drafted again would be new drafts,
 reviewed afresh, so the "after" column is the share among the items the checks let through, not a prediction.
@@ -27,7 +27,7 @@ from benchmarks.tables import emit, share  # noqa: E402
 def flags(record: dict, chunks: dict[str, dict]) -> list[str]:
     """The checks that flag ``record`` (an item of a drafted set), given the index's chunks by id."""
     from rag.curate.draft import MAX_PASSAGE_CHARS
-    from rag.curate.seedcheck import foreign_scripts, lists_headings
+    from rag.curate.seedcheck import foreign_scripts, lists_headings, names_its_passage
 
     seed = chunks.get(record.get("seed_chunk_id") or "")
     if seed is None:
@@ -36,7 +36,8 @@ def flags(record: dict, chunks: dict[str, dict]) -> list[str]:
     shown = f"[{seed.get('source')} | {seed.get('title')}]\n{seed['text'][:MAX_PASSAGE_CHARS]}"  # as the drafter saw it
     reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
     foreign = foreign_scripts(f"{record['question']} {reference}", shown)
-    return found + [f"{', '.join(foreign)} letters"] * bool(foreign)
+    found += [f"{', '.join(foreign)} letters"] * bool(foreign)
+    return found + ["points at its passage"] * names_its_passage(record["question"])
 
 
 def main() -> None:

@@ -451,9 +451,10 @@ def test_an_unanswerable_draft_must_name_something_the_corpus_never_mentions(tmp
     assert read_lines(dropped_path(tmp_path / "dropped.jsonl"))[0]["id"] == p.id
 
 
-def test_a_draft_in_a_script_its_passage_does_not_use_is_drafted_again(tmp_path, tiny_retriever):
-    """The embedded Qwen drifts into Chinese mid-answer ("... implicit访问"): such a draft is drafted again from the
-    next passage of its document, DRAFT_TRIES times at most, then dropped unlabelled with why."""
+def test_a_garbled_or_pointing_draft_is_drafted_again(tmp_path, tiny_retriever):
+    """The embedded Qwen drifts into Chinese mid-answer ("... implicit访问") and asks about "the passage": such a
+    draft is drafted again from the next passage of its document, DRAFT_TRIES times at most, then dropped unlabelled
+    with why."""
     from rag.curate.draft import DRAFT_TRIES
 
     index = tiny_retriever.index
@@ -470,6 +471,11 @@ def test_a_draft_in_a_script_its_passage_does_not_use_is_drafted_again(tmp_path,
     assert not result.kept and dropped["pool"] == [] and dropped["reference_answer"] == garbled[1]
     assert dropped["dropped"].startswith(f"no draft passed the checks, in {DRAFT_TRIES} draft(s)")
     assert "letters of the CJK script, which its passage has none of" in dropped["dropped"]
+    pointing = ("What types of statement are mentioned in the passage?", "with and nonlocal.")
+    p, tried, lm = _slot_script(index, "answerable", [pointing, ("What does nonlocal do?", "It rebinds.")])
+    result, _ = run_draft(tiny_retriever, tmp_path / "pointing.jsonl", (lm, DummyLM([NOT_RELEVANT] * 10)), n=1,
+                          mix="answerable=1")
+    assert [r["question"] for r in result.kept] == ["What does nonlocal do?"]  # drafted again: self-contained
 
 
 def test_a_contents_page_seeds_nothing():

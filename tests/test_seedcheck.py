@@ -1,6 +1,6 @@
 """rag.curate.seedcheck: the drafter's checks with no model call, on passages of the kinds the hand reviews met."""
 
-from rag.curate.seedcheck import foreign_scripts, lists_headings, scripts
+from rag.curate.seedcheck import foreign_scripts, lists_headings, names_its_passage, scripts
 
 CONTENTS = ("## Table of Contents  1. Learning Philosophy and Scope 2. Mandatory Compliance and Onboarding Training "
             "3. The Professional Development Stipend (Certifications & Conferences) 4. Advanced Technology "
@@ -26,3 +26,10 @@ def test_letters_of_a_script_the_passage_lacks_are_named():
     assert foreign_scripts("Welches Modell gilt für Büros?", "Für alle Büros gilt das Zero-Trust-Modell.") == []
     assert foreign_scripts("什么模型?", "组织采用零信任安全模型。") == []  # a corpus in Chinese is checked against itself
     assert scripts("abc π 访") == {"LATIN", "GREEK", "CJK"}
+
+
+def test_a_question_that_points_at_its_passage_is_named():
+    assert names_its_passage("What types of prohibited harassment are mentioned in the passage?")
+    assert names_its_passage("What does this excerpt say about eval()?")
+    assert not names_its_passage("What does the pass statement do?")  # a word, not "the passage"
+    assert not names_its_passage("Which passages of a book may an employee quote?")  # no pointer at its own

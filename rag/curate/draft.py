@@ -11,9 +11,10 @@ without writing a JSONL file by hand:
 3. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
    (signatures.QuestionDrafter), one in a user's loose words (VagueQuestionDrafter), or a plausible question on the
    subject that the seed's document does not answer (UnanswerableDrafter, shown the document's section titles).
-   A draft in a script its passage does not use, or an unanswerable one whose every term the corpus holds
-   (rag.curate.seedcheck, rag.curate.absent), is drafted again from the next passage of the seed's document, at
-   most DRAFT_TRIES times, then dropped unlabelled. Contents pages are never seeds (:func:`draftable`).
+   A draft in a script its passage does not use or pointing at "the passage", or an unanswerable one whose every
+   term the corpus holds (rag.curate.seedcheck, rag.curate.absent), is drafted again from the next passage of the
+   seed's document, at most DRAFT_TRIES times, then dropped unlabelled. Contents pages are never seeds
+   (:func:`draftable`).
 4. gold labels, on the judge role's model: a TREC-style pool (top ``pool`` dense and top ``pool`` BM25 hits, plus the
    seed) labelled one passage at a time (signatures.PoolLabeler). ``relevant_chunk_ids`` are the passages labelled
    relevant, and always the seed of an answerable or vague item (flagged ``seed_gold`` when the labeller said no,
@@ -373,10 +374,10 @@ class _Drafter:
     def _draft(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], str | None]:
         """(draft, question, the passage it was drafted from, its absent terms, why no draft passed or None): drafts
         from the seed and then from the next passages of its document, at most DRAFT_TRIES, until a draft is written
-        in its passage's scripts (rag.curate.seedcheck) and, if unanswerable, names something the corpus never
-        mentions (rag.curate.absent)."""
+        in its passage's scripts, does not point at its passage (rag.curate.seedcheck) and, if unanswerable, names
+        something the corpus never mentions (rag.curate.absent)."""
         from rag.curate.absent import absent_terms
-        from rag.curate.seedcheck import foreign_scripts
+        from rag.curate.seedcheck import foreign_scripts, names_its_passage
 
         unanswerable = p.type == "unanswerable"
         same = self.by_source.get(p.seed.source) or [p.seed]
@@ -394,6 +395,8 @@ class _Drafter:
             absent = absent_terms(question, self.corpus) if unanswerable else []
             if foreign:
                 tried.append((question, f"letters of the {', '.join(foreign)} script, which its passage has none of"))
+            elif names_its_passage(question):
+                tried.append((question, "it points at its passage, which whoever is asked it never sees"))
             elif unanswerable and not absent:
                 tried.append((question, "every term it asks about is in the documents"))
             else:
