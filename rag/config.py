@@ -42,7 +42,7 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
-CRITIC_CHECKS = ("numbers", "numbers+model", "model")  # rag.agent.critique.CHECKS
+CRITIC_CHECKS = ("numbers", "citations", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -167,10 +167,11 @@ class Settings:
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
     critic_retries: int = 1  # ungrounded answers rewritten with the critic's reason; then flagged low_confidence
-    # what the critic checks (rag.agent.critique): "numbers" = every number of the answer is in the question or the
-    # evidence it cites (no model call); "model" = the GroundingCritic signature on the grader's model;
-    # "numbers+model" = the model when the numbers pass
-    critic_checks: str = "numbers"
+    # what the critic checks (rag.agent.critique), joined with "+": "numbers" = every number of the answer is in the
+    # question or the evidence it cites; "citations" = no citation stands where a value belongs ("the limit is
+    # [sql:1]") (both no model call); "model" = the GroundingCritic signature on the grader's model, run when the
+    # others pass
+    critic_checks: str = "numbers+citations"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
@@ -239,8 +240,10 @@ class Settings:
                 raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
         if self.data_route not in DATA_ROUTES:
             raise ConfigError(f"data_route={self.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
-        if self.critic_checks not in CRITIC_CHECKS:
-            raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; use one of: {', '.join(CRITIC_CHECKS)}")
+        checks = self.critic_checks.split("+")
+        if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
+            raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
+                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations\"")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):

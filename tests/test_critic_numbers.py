@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag.agent.critique import unsupported_numbers
+from rag.agent.critique import cited_for_values, unsupported_numbers
 
 SQL = "SQL: SELECT AVG(weight_kg) AS kg, COUNT(*) AS n FROM shipments\nResult:\nkg | n\n1234.5678 | 2500"
 
@@ -30,3 +30,20 @@ def test_a_number_nothing_holds_is_named_once_as_written():
 def test_an_answer_without_numbers_passes_and_citation_ids_are_not_numbers():
     assert unsupported_numbers("Photographs and the signed receipt [policies/claims.md#000].", []) == []
     assert unsupported_numbers("See [12] and [sql:3].", []) == []
+
+
+@pytest.mark.parametrize("answer, hollow", [
+    ("The credit limit on the Orchid Pharma GmbH account is [sql:1].", ["account is [sql:1]"]),
+    ("The claim CL0004 was paid out on [sql:1].", ["out on [sql:1]"]),
+    ("The account manager for Umber Pharma NV is [policies/weight_limits.md#000]. The rest.",
+     ["NV is [policies/weight_limits.md#000]"]),
+    ("The accounts on stop are [policies/credit_terms.md#001] and [policies/claims.md#000].",
+     ["stop are [policies/credit_terms.md#001]"]),
+    ("The cancellation fee is 10, as stated in [policies/weight_limits.md#000].", []),  # where it is stated
+    ("Abnormal loads are described in [policies/weight_limits.md#001] and need a quote.", []),
+    ("Claims must be filed within 30 days [policies/claims.md#000].", []),  # the value, then its citation
+    ("The limit is EUR 50,000 [policies/credit_terms.md#000].", []),
+    ("According to [policies/claims.md#000], claims over EUR 5,000 need approval.", []),
+])
+def test_a_citation_standing_where_the_value_belongs_is_found(answer, hollow):
+    assert cited_for_values(answer) == hollow

@@ -174,6 +174,24 @@ def test_a_number_no_evidence_holds_is_caught_without_a_model_call(ops, checksum
     assert second.verdict is True and not pred.low_confidence and pred.answer.startswith(f"There are {n} ")
 
 
+def test_a_citation_where_the_value_belongs_is_caught_without_a_model_call(ops, checksum):
+    """"The answer is [sql:1]." tells the reader nothing: written again with that reason, then flagged when the second
+    answer does the same."""
+    n = open_claims(ops)
+    hollow = {"answer": "The number of open claims is [sql:1].", "cited_ids": ["sql:1"]}
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow, {"answer": f"{n} claims are open [sql:1].",
+                                                                   "cited_ids": ["sql:1"]}],
+                     checks="numbers+citations")(question="How many claims are open?")  # no critic output scripted
+    first, second = pred.trace.of("critique")
+    assert first.verdict is False and "a citation where a value belongs (claims is [sql:1])" in first.reason
+    assert first.tokens_in == 0 and second.verdict is True and not pred.low_confidence
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow, hollow],
+                     checks="numbers+citations")(question="How many claims are open?")
+    assert pred.low_confidence is True and "where a value belongs" in pred.critic_reason
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow], checks="numbers")(question="How many claims are open?")
+    assert not pred.low_confidence  # the check is off with critic_checks = "numbers"
+
+
 def test_a_grounded_second_answer_is_not_flagged(ops, checksum):
     n = open_claims(ops)
     pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, {"answer": "Lots [sql:1].", "cited_ids": ["sql:1"]},
@@ -230,7 +248,8 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
 
     index, settings = ops
     data, critic = data_stages(index, settings)
-    assert data.cues is not None and critic.checks == "numbers" and data.columns["claims"]["amount_eur"] == "DOUBLE"
+    assert data.cues is not None and critic.checks == {"numbers", "citations"}
+    assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
     pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")

@@ -9,16 +9,20 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Two checks, chosen by ``checks`` (the ``critic_checks`` setting):
+Three checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
   claim of a small model (a count it never read); the reason names it, so the answer written again can drop it.
   A number the answer computes from the evidence (a sum of two rows) is flagged too: say it in words.
-- ``model``: the GroundingCritic signature reads the answer and the evidence.
+- ``citations`` (no model call): no citation stands where the answer's value belongs ("The credit limit is
+  [sql:1].", "The account manager for Umber Pharma NV is [policies/weight_limits.md#000]."). The embedded model
+  writes such sentences when the evidence lacks the value, and when it holds one it did not copy; either way the
+  reader is told nothing, so the answer is written again with that reason (:func:`cited_for_values`).
+- ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
-``numbers+model`` runs the model only when the numbers pass. The default is ``numbers``: on the ops demo's hand
-labels the model's verdicts agreed with them less than chance (benchmarks/results/critic_checks.md).
+The default is ``numbers+citations``: on the ops demo's hand labels the model's verdicts agreed with them less than
+chance (benchmarks/results/critic_checks.md).
 
 Before either, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
@@ -44,7 +48,13 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "numbers+model", "model")
+CHECKS = ("numbers", "citations", "model")  # joined with "+"
+# a citation right after a copula or a preposition, ending its clause: where the value the sentence promises belongs
+_CITED_VALUE = re.compile(r"\b(\w+)\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as)\s+(\[[^\]\n]{1,80}\])"
+                          r"(?=\s*(?:[.,;:)]|$|\band\b|\bwith\b))", re.I)
+ATTRIBUTION = {"stated", "described", "given", "shown", "listed", "set", "defined", "found", "mentioned", "explained",
+               "noted", "specified", "outlined", "according", "per", "see", "written", "laid", "detailed", "covered",
+               "explains", "states", "says", "said", "documented", "recorded", "provided", "contained", "referenced"}
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 _CITATION = re.compile(r"\[[^\]\n]{1,80}\]")
 _LIST_MARK = re.compile(r"(?m)^\s*\d{1,2}[.)]\s")
@@ -54,7 +64,7 @@ class Critic(dspy.Module):
     def __init__(self, retries: int = 1, checks: str = "numbers", coverage: Any = None):
         super().__init__()
         self.retries = retries  # answers written again after an ungrounded verdict; then the answer is flagged
-        self.checks = checks  # CHECKS: the number check, the model, or the model after the numbers pass
+        self.checks = set(checks.split("+"))  # of CHECKS: the checks with no model call, then the model
         self.coverage = coverage  # rag.data.coverage.Coverage of the index, or None: the question is not checked
         self.check = dspy.Predict(GroundingCritic)
         self.revise = dspy.Predict(Revision)
@@ -76,15 +86,22 @@ class Critic(dspy.Module):
         step = trace.add(Step(node="critique", query=question))
         evidence = [h for h in hits if h.chunk_id in cited] or list(hits)
         step.shown_ids = [h.chunk_id for h in evidence]
-        if "numbers" in self.checks:
-            missing = unsupported_numbers(answer, [question, *(h.text for h in evidence)])
-            step.notes.append("numbers checked against the question and the cited evidence (no model call)")
+        if self.checks & {"numbers", "citations"}:
+            step.notes.append(f"{' and '.join(sorted(self.checks - {'model'}))} checked against the question and the "
+                              "cited evidence (no model call)")
+            hollow = cited_for_values(answer) if "citations" in self.checks else []
+            missing = unsupported_numbers(answer, [question, *(h.text for h in evidence)]) if "numbers" in self.checks else []
+            if hollow:
+                step.verdict = False
+                step.reason = (f"it gives a citation where a value belongs ({'; '.join(hollow)}): write the value "
+                               "the cited evidence holds, or say that the evidence does not give it")
+                return False, step.reason
             if missing:
                 step.verdict = False
                 step.reason = (f"states {', '.join(missing)}, which neither the question nor the evidence it cites "
                                "holds")
                 return False, step.reason
-            if self.checks == "numbers":
+            if "model" not in self.checks:
                 step.verdict, step.reason = True, "every number it states is in the question or the evidence"
                 return True, step.reason
         try:
@@ -103,6 +120,13 @@ class Critic(dspy.Module):
         step.verdict = bool(pred.grounded)
         step.reason = " ".join(str(pred.reason or "").split()) or None
         return step.verdict, step.reason or "the critic found a claim the evidence does not state"
+
+
+def cited_for_values(answer: str) -> list[str]:
+    """The spans of ``answer`` where a citation stands in for a value ("limit is [sql:1]"): a citation right after a
+    copula or a preposition, ending its clause, unless the word before says where something is stated ("as
+    described in [x]")."""
+    return [f"{m.group(0).strip()}" for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION]
 
 
 def unsupported_numbers(answer: str, sources: Iterable[str]) -> list[str]:
