@@ -6,7 +6,9 @@
 Replays the checks on items drafted before they existed, with no model call: the seed passage is a contents page
 (``lists_headings``: such passages are no longer sampled), the question and reference answer hold letters of a
 script the passage shown to the drafter has none of (``foreign_scripts``), or the question points at "the passage"
-(``names_its_passage``); such drafts are now drafted again from the next passage. Per set: how many of the items a human kept and rejected each check flags, and the share
+(``names_its_passage``); such drafts are now drafted again from the next passage. And an unanswerable draft
+every term of which the corpus now holds (``absent_terms``, which since matches a word's root and a hyphenated word
+as written: "allowed" is in a corpus that says "allowance") is drafted again as well. Per set: how many of the items a human kept and rejected each check flags, and the share
 kept before and after removing the flagged items. A check that flags kept items costs good items; one that flags
 only rejected ones raises the kept share without a model. Read with care: items drafted again would be new drafts,
 reviewed afresh, so the "after" column is the share among the items the checks let through, not a prediction.
@@ -24,8 +26,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.tables import emit, share  # noqa: E402
 
 
-def flags(record: dict, chunks: dict[str, dict]) -> list[str]:
-    """The checks that flag ``record`` (an item of a drafted set), given the index's chunks by id."""
+def flags(record: dict, chunks: dict[str, dict], corpus) -> list[str]:
+    """The checks that flag ``record`` (an item of a drafted set), given the index's chunks by id and their
+    rag.curate.absent.CorpusTerms."""
+    from rag.curate.absent import absent_terms
     from rag.curate.draft import MAX_PASSAGE_CHARS
     from rag.curate.seedcheck import foreign_scripts, lists_headings, names_its_passage
 
@@ -37,7 +41,10 @@ def flags(record: dict, chunks: dict[str, dict]) -> list[str]:
     reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
     foreign = foreign_scripts(f"{record['question']} {reference}", shown)
     found += [f"{', '.join(foreign)} letters"] * bool(foreign)
-    return found + ["points at its passage"] * names_its_passage(record["question"])
+    found += ["points at its passage"] * names_its_passage(record["question"])
+    now_present = "absent_terms" in record and not absent_terms(record["question"], corpus)  # drafted under the
+    # absent-terms check (a set drafted before it had every such item rejected by review: that check is older)
+    return found + ["unanswerable, every term in the corpus by root"] * now_present
 
 
 def main() -> None:
@@ -47,6 +54,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
+    from rag.curate.absent import CorpusTerms
     from rag.ingest.jsonl import json_lines
 
     lines = ["# The drafter's mechanical checks replayed on drafted sets reviewed by hand (no model call)", "",
@@ -62,7 +70,8 @@ def main() -> None:
         reviewed = [r for _, _, r in json_lines(drafted, missing="no drafted set here (rag golden draft --out)")
                     if r.get("reviewed_by") == "human"]
         kept = lambda r: r.get("review") in ("accept", "edit")  # noqa: E731
-        marked = {r["id"]: flags(r, chunks) for r in reviewed}
+        corpus = CorpusTerms(c["text"] for c in chunks.values())
+        marked = {r["id"]: flags(r, chunks, corpus) for r in reviewed}
         hit_kept = [r for r in reviewed if marked[r["id"]] and kept(r)]
         hit_rejected = [r for r in reviewed if marked[r["id"]] and not kept(r)]
         rest = [r for r in reviewed if not marked[r["id"]]]

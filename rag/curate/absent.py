@@ -10,7 +10,9 @@ the corpus never mentions ("asyncio.gather's return_exceptions") is kept, with t
 
 Terms are the question's quoted or code-like spans ('pdb', ``breakpoint()``, ``asyncio.gather``) and its other words
 of three letters or more that are not common English function words; a term is present when the corpus holds it
-as a word (any case) or, for a code-like span, as text.
+as a word (any case), a word of the same root (:func:`root`: "allowed" for "allowance", "obtaining" for "obtain";
+drafts on the Aegis policies passed as unanswerable on such words alone and were answered), or, for a code-like
+span, as text.
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ class CorpusTerms:
         parts = [t.lower() for t in texts]
         self.text = "\n".join(parts)
         self.words = {w for t in parts for w in _WORD.findall(t)}
+        self.roots = {root(w) for w in self.words}
 
     def has(self, term: str) -> bool:
         term = re.sub(r"\(.*?\)", "()", term.lower().strip())  # math.fmod(x,y) -> math.fmod()
+        if term in self.words:  # "pre-programmed", as the corpus writes it
+            return True
         if _CODE.fullmatch(term):
             return term.rstrip("()") in self.text
         if "-" in term and term.replace("-", "").isalnum():  # "try-except": present when its parts are
@@ -47,7 +52,22 @@ class CorpusTerms:
         if not term.replace("-", "").isalnum():  # 'abs(x) < abs(y)': present when each of its parts is
             parts = [*_CODE.findall(term), *_WORD.findall(_CODE.sub(" ", term))]
             return bool(parts) and all(self.has(p) for p in parts)
-        return term in self.words or term + "s" in self.words or (term.endswith("s") and term[:-1] in self.words)
+        return term + "s" in self.words or (term.endswith("s") and term[:-1] in self.words) or root(term) in self.roots
+
+
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ances", "ance", "ings", "ing", "ers", "er", "ied", "ies", "ed", "es",
+             "s")
+
+
+def root(word: str) -> str:
+    """``word`` without one inflection or derivation suffix and a final "e" (allowed, allowance -> allow; adjusting,
+    adjustments -> adjust; approve, approving -> approv), kept at 4 letters or more: "allowed" asks about what the
+    corpus's "allowance" covers, so it names nothing the corpus lacks."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            word = word[:-len(suffix)] + ("y" if suffix in ("ied", "ies") else "")
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
 def terms(question: str) -> list[str]:
