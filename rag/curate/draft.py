@@ -265,7 +265,7 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
     specs = {role: (specs or {}).get(role) or str(getattr(lms[role], "model", lms[role])) for role in ("answerer", "judge")}
     if specs["answerer"] == specs["judge"]:
         log(SAME_MODEL)
-    drafter = _Drafter(lms["answerer"], lms["judge"], {c.id: c for c in chunks})
+    drafter = _Drafter(lms["answerer"], lms["judge"], {c.id: c for c in chunks}, {q.seed.id for q in plan})
     by_doc: dict[str, list[str]] = {}
     for c in chunks:
         titles = by_doc.setdefault(c.source, [])
@@ -308,13 +308,14 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
 class _Drafter:
     """The drafting predictors on the answerer's model and the labelling one on the judge's."""
 
-    def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk]) -> None:
+    def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk], seeds: set[str] = frozenset()) -> None:
         import dspy
 
         from rag.curate.absent import CorpusTerms
         from signatures import PoolLabeler, QuestionDrafter, UnanswerableDrafter, VagueQuestionDrafter
 
         self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
+        self.seeds = seeds  # the planned items' seed passages, which a slot drafting again passes over
         self.corpus = CorpusTerms(c.text for c in chunks.values())
         self.by_source: dict[str, list[Chunk]] = {}  # each document's non-empty passages, in index order
         for c in filter(draftable, chunks.values()):
@@ -373,18 +374,20 @@ class _Drafter:
 
     def _draft(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], str | None]:
         """(draft, question, the passage it was drafted from, its absent terms, why no draft passed or None): drafts
-        from the seed and then from the next passages of its document, at most DRAFT_TRIES, until a draft is written
-        in its passage's scripts, does not point at its passage (rag.curate.seedcheck) and, if unanswerable, names
-        something the corpus never mentions (rag.curate.absent)."""
+        from the seed and then from the next passages of its document that seed no other item, at most DRAFT_TRIES,
+        until a draft is written in its passage's scripts, does not point at its passage (rag.curate.seedcheck) and,
+        if unanswerable, names something the corpus never mentions (rag.curate.absent)."""
         from rag.curate.absent import absent_terms
         from rag.curate.seedcheck import foreign_scripts, names_its_passage
 
         unanswerable = p.type == "unanswerable"
         same = self.by_source.get(p.seed.source) or [p.seed]
         at = next((i for i, c in enumerate(same) if c.id == p.seed.id), 0)
+        others = [c for c in same[at + 1:] + same[:at] if c.id not in self.seeds]  # not another slot's seed: the
+        # same passage would give that slot's question again
         tried: list[tuple[str, str]] = []  # (question, why it failed)
         draft, question, seed = None, "", p.seed
-        for seed in (same[(at + k) % len(same)] for k in range(min(DRAFT_TRIES, len(same)))):
+        for seed in [p.seed, *others][:DRAFT_TRIES]:
             shown = passage(seed)
             draft = self._call(self.predict[p.type], self.draft_lm, passage=shown,
                                **({"sections": sections} if unanswerable else {}))
