@@ -53,7 +53,7 @@ MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling mo
 MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
 MAX_FAILURES_IN_A_ROW = 10  # drafts that fail one after another before the run stops
 DRAFT_TRIES = 3  # passages of the seed's document a slot drafts from before it is dropped unlabelled
-CHECKS = "seedcheck/2"  # the version of the checks (rag.curate.seedcheck, rag.curate.absent); a draft resumes only with its own
+CHECKS = "seedcheck/3"  # the version of the checks (rag.curate.seedcheck, rag.curate.absent); a draft resumes only with its own
 # A small labelling model may call every pooled passage irrelevant, even the seed the question was drafted from (the
 # embedded Qwen2.5-Coder-1.5B did for 8 of 8 first drafts on the built-in corpus, with one constant reason): the seed
 # of an answerable or vague item is then gold anyway, flagged, and rag golden check counts such items.
