@@ -36,7 +36,7 @@ import math
 import os
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling mo
 MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
 MAX_FAILURES_IN_A_ROW = 10  # drafts that fail one after another before the run stops
 DRAFT_TRIES = 3  # passages of the seed's document a slot drafts from before it is dropped unlabelled
-CHECKS = "seedcheck/3"  # the version of the checks (rag.curate.seedcheck, rag.curate.absent); a draft resumes only with its own
+CHECKS = "seedcheck/4"  # the version of the checks (rag.curate.seedcheck, rag.curate.absent); a draft resumes only with its own
 # A small labelling model may call every pooled passage irrelevant, even the seed the question was drafted from (the
 # embedded Qwen2.5-Coder-1.5B did for 8 of 8 first drafts on the built-in corpus, with one constant reason): the seed
 # of an answerable or vague item is then gold anyway, flagged, and rag golden check counts such items.
@@ -265,7 +265,8 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
     specs = {role: (specs or {}).get(role) or str(getattr(lms[role], "model", lms[role])) for role in ("answerer", "judge")}
     if specs["answerer"] == specs["judge"]:
         log(SAME_MODEL)
-    drafter = _Drafter(lms["answerer"], lms["judge"], {c.id: c for c in chunks}, {q.seed.id for q in plan})
+    drafter = _Drafter(lms["answerer"], lms["judge"], {c.id: c for c in chunks},
+                       {q.seed.id for q in plan} | {str(r.get("seed_chunk_id")) for r in done.values()})
     by_doc: dict[str, list[str]] = {}
     for c in chunks:
         titles = by_doc.setdefault(c.source, [])
@@ -308,14 +309,14 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
 class _Drafter:
     """The drafting predictors on the answerer's model and the labelling one on the judge's."""
 
-    def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk], seeds: set[str] = frozenset()) -> None:
+    def __init__(self, draft_lm: Any, label_lm: Any, chunks: Mapping[str, Chunk], seeds: Iterable[str] = ()) -> None:
         import dspy
 
         from rag.curate.absent import CorpusTerms
         from signatures import PoolLabeler, QuestionDrafter, UnanswerableDrafter, VagueQuestionDrafter
 
         self.draft_lm, self.label_lm, self.chunks, self.calls = draft_lm, label_lm, chunks, 0
-        self.seeds = seeds  # the planned items' seed passages, which a slot drafting again passes over
+        self.seeds = set(seeds)  # passages items draft from (planned, or taken by a slot drafting again): passed over
         self.corpus = CorpusTerms(c.text for c in chunks.values())
         self.by_source: dict[str, list[Chunk]] = {}  # each document's non-empty passages, in index order
         for c in filter(draftable, chunks.values()):
@@ -403,6 +404,7 @@ class _Drafter:
             elif unanswerable and not absent:
                 tried.append((question, "every term it asks about is in the documents"))
             else:
+                self.seeds.add(seed.id)  # a slot drafting again later does not take it too
                 return draft, question, seed, absent, None
         if all(why.startswith("every term") for _, why in tried):
             return draft, question, seed, [], (f"every term it asks about is in the documents, in {len(tried)} "
