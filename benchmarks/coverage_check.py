@@ -26,7 +26,8 @@ from rag.stats.intervals import compare_paired  # noqa: E402
 
 SETS = [("golden/ops_routes.jsonl", None, False, "route-labelled questions, all answerable (written blind)"),
         ("golden/ops_unanswerable.jsonl", "blind", True, "blind unanswerable questions (the rules were written with them in view)"),
-        ("golden/ops_unanswerable.jsonl", "blind2", True, "blind unanswerable questions written after the rules")]
+        ("golden/ops_unanswerable.jsonl", "blind2", True, "blind unanswerable questions written after the rules"),
+        ("golden/ops_unanswerable.jsonl", "blind3", True, "the same, a brief asking for more single values")]
 
 
 def main() -> None:
