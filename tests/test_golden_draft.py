@@ -465,6 +465,8 @@ def test_a_garbled_or_pointing_draft_is_drafted_again(tmp_path, tiny_retriever):
     (kept,) = result.kept
     assert kept["seed_chunk_id"] == tried[1].id and kept["reference_answer"] == "__enter__."
     assert kept["relevant_chunk_ids"][0] == tried[1].id  # the passage it was drafted from is its seed and gold
+    assert kept["redrafted"] == [{"question": garbled[0],
+                                  "why": "letters of the CJK script, which its passage has none of"}]
     p, tried, lm = _slot_script(index, "vague", [garbled] * DRAFT_TRIES)
     result, _ = run_draft(tiny_retriever, tmp_path / "dropped.jsonl", (lm, DummyLM([])), n=1, mix="vague=1")
     (dropped,) = result.dropped

@@ -334,7 +334,7 @@ class _Drafter:
     def item(self, p: Planned, retriever: Any, k: int, sections: str) -> dict[str, Any]:
         """The drafted, labelled record of ``p`` (with ``dropped`` set when its draft is not kept)."""
         unanswerable = p.type == "unanswerable"
-        draft, question, seed, absent, failed = self._draft(p, sections)
+        draft, question, seed, absent, failed, tried = self._draft(p, sections)
         if failed:  # no draft passed its checks: dropped unlabelled, no pool to label
             return {"id": p.id, "type": p.type, "question": question,
                     "reference_answer": NOT_COVERED if unanswerable else _reference(draft),
@@ -365,6 +365,8 @@ class _Drafter:
                "seed_chunk_id": p.seed.id, "source": p.seed.source, "section": p.seed.title, "pool": labels}
         if seed_only:
             rec["seed_gold"] = SEED_GOLD
+        if tried:  # drafts that failed a check before this one: what the checks caught, kept for the reviewer
+            rec["redrafted"] = [{"question": q, "why": why} for q, why in tried]
         if unanswerable:
             rec["missing"] = str(draft.missing or "")
             rec["absent_terms"] = absent
@@ -373,11 +375,12 @@ class _Drafter:
                 rec["dropped"] = f"pooled passage(s) labelled as answering it: {why}"
         return rec
 
-    def _draft(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], str | None]:
-        """(draft, question, the passage it was drafted from, its absent terms, why no draft passed or None): drafts
-        from the seed and then from the next passages of its document that seed no other item, at most DRAFT_TRIES,
-        until a draft is written in its passage's scripts, does not point at its passage (rag.curate.seedcheck) and,
-        if unanswerable, names something the corpus never mentions (rag.curate.absent)."""
+    def _draft(self, p: Planned, sections: str) -> tuple[Any, str, Chunk, list[str], str | None, list[tuple[str, str]]]:
+        """(draft, question, the passage it was drafted from, its absent terms, why no draft passed or None, the
+        (question, why) of each draft that failed its checks before): drafts from the seed and then from the next
+        passages of its document that seed no other item, at most DRAFT_TRIES, until a draft is written in its
+        passage's scripts, does not point at its passage (rag.curate.seedcheck) and, if unanswerable, names
+        something the corpus never mentions (rag.curate.absent)."""
         from rag.curate.absent import absent_terms
         from rag.curate.seedcheck import foreign_scripts, names_its_passage
 
@@ -405,12 +408,12 @@ class _Drafter:
                 tried.append((question, "every term it asks about is in the documents"))
             else:
                 self.seeds.add(seed.id)  # a slot drafting again later does not take it too
-                return draft, question, seed, absent, None
+                return draft, question, seed, absent, None, tried
         if all(why.startswith("every term") for _, why in tried):
             return draft, question, seed, [], (f"every term it asks about is in the documents, in {len(tried)} "
-                                               "draft(s): " + " | ".join(q for q, _ in tried))
+                                               "draft(s): " + " | ".join(q for q, _ in tried)), tried
         return draft, question, seed, [], (f"no draft passed the checks, in {len(tried)} draft(s): "
-                                           + " | ".join(f"{q} ({why})" for q, why in tried))
+                                           + " | ".join(f"{q} ({why})" for q, why in tried)), tried
 
 
 def _reference(draft: Any) -> str:
