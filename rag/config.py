@@ -168,9 +168,9 @@ class Settings:
     critic: str = "auto"
     critic_retries: int = 1  # ungrounded answers rewritten with the critic's reason; then flagged low_confidence
     # what the critic checks (rag.agent.critique), joined with "+": "numbers" = every number of the answer is in the
-    # question or the evidence it cites; "citations" = no citation stands where a value belongs ("the limit is
-    # [sql:1]") (both no model call); "model" = the GroundingCritic signature on the grader's model, run when the
-    # others pass
+    # question or the evidence it cites (else written again); "citations" = no citation stands where a value
+    # belongs ("the limit is [sql:1]"; else flagged at once) (both no model call); "model" = the GroundingCritic
+    # signature on the grader's model, run when the numbers pass
     critic_checks: str = "numbers+citations"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the

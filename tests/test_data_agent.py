@@ -174,20 +174,22 @@ def test_a_number_no_evidence_holds_is_caught_without_a_model_call(ops, checksum
     assert second.verdict is True and not pred.low_confidence and pred.answer.startswith(f"There are {n} ")
 
 
-def test_a_citation_where_the_value_belongs_is_caught_without_a_model_call(ops, checksum):
-    """"The answer is [sql:1]." tells the reader nothing: written again with that reason, then flagged when the second
-    answer does the same."""
+def test_a_citation_where_the_value_belongs_is_flagged_without_a_model_call(ops, checksum):
+    """"The number of open claims is [sql:1]." tells the reader nothing: flagged at once, not written again (written
+    again, the embedded model never stated the value); also when it is the answer written again after the numbers."""
     n = open_claims(ops)
     hollow = {"answer": "The number of open claims is [sql:1].", "cited_ids": ["sql:1"]}
-    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow, {"answer": f"{n} claims are open [sql:1].",
-                                                                   "cited_ids": ["sql:1"]}],
-                     checks="numbers+citations")(question="How many claims are open?")  # no critic output scripted
-    first, second = pred.trace.of("critique")
-    assert first.verdict is False and "a citation where a value belongs (claims is [sql:1])" in first.reason
-    assert first.tokens_in == 0 and second.verdict is True and not pred.low_confidence
-    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow, hollow],
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow], checks="numbers+citations")(
+        question="How many claims are open?")  # no second answer and no critic output scripted
+    (step,) = pred.trace.of("critique")
+    assert step.verdict is False and step.tokens_in == 0 and pred.low_confidence is True
+    assert pred.critic_reason == "it gives a citation where a value belongs (claims is [sql:1]), not the value"
+    assert nodes(pred) == ["route", "sql", "answer", "critique"]
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, {"answer": f"{n + 7} claims are open [sql:1].",
+                                                             "cited_ids": ["sql:1"]}, hollow],
                      checks="numbers+citations")(question="How many claims are open?")
-    assert pred.low_confidence is True and "where a value belongs" in pred.critic_reason
+    assert [s.verdict for s in pred.trace.of("critique")] == [False, False] and pred.low_confidence is True
+    assert "where a value belongs" in pred.critic_reason  # the second answer, flagged: no third
     pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow], checks="numbers")(question="How many claims are open?")
     assert not pred.low_confidence  # the check is off with critic_checks = "numbers"
 

@@ -220,6 +220,11 @@ class Sieve(dspy.Module):
             trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
             return pred
         for attempt in range(self.critic.retries + 1 if self.critic is not None else 0):
+            hollow = self.critic.hollow(question, pred.answer, trace)
+            if hollow:  # a citation where the value belongs: flagged, not written again (rag.agent.critique)
+                pred.low_confidence, pred.critic_reason = True, hollow
+                trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
+                break
             grounded, reason = self.critic.judge(question, pred.answer, pred.citations, hits, trace, self._call, max_chars)
             if grounded is not False:
                 break
