@@ -26,7 +26,7 @@ Three checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 The default is ``numbers+citations``: on the ops demo's hand labels the model's verdicts agreed with them less than
 chance (benchmarks/results/critic_checks.md).
 
-Before either, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
+Before any of them, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
 the answer is returned flagged at once, with that reason; writing it again could not help.
 """

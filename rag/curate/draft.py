@@ -3,9 +3,10 @@
 ``rag golden draft`` (rag.cli.cmd_golden) runs :func:`draft_set`, so a user with their own documents can evaluate
 without writing a JSONL file by hand:
 
-1. seeds (:func:`sample_seeds`): passages taken round-robin over documents (``chunk.source``) and, within a
-   document, round-robin over its sections (``chunk.title``), every order drawn from ``random.Random(seed)``: n items
-   cover min(n, documents) documents before any document gives a second seed. One item per seed passage.
+1. seeds (:func:`sample_seeds`): passages that state something (:func:`draftable`), taken round-robin over
+   documents (``chunk.source``) and, within a document, round-robin over its sections (``chunk.title``), every order
+   drawn from ``random.Random(seed)``: n items cover min(n, documents) documents before any document gives a second
+   seed. One item per seed passage.
 2. types: the mix (``--types``, weights) becomes counts by largest remainder (:func:`type_counts`), dealt evenly
    (:func:`spread`) along the seeds taken document by document, so each document gets its share of each type.
 3. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
