@@ -11,17 +11,8 @@ from collections import Counter
 import pytest
 from dspy.utils import DummyLM
 
-from rag.curate.draft import (
-    SAME_MODEL,
-    draft_set,
-    dropped_path,
-    parse_types,
-    plan_draft,
-    read_lines,
-    sample_seeds,
-    spread,
-    type_counts,
-)
+from rag.curate.draft import SAME_MODEL, draft_set, dropped_path, read_lines
+from rag.curate.plan import parse_types, plan_draft, sample_seeds, spread, type_counts
 from rag.curate.review import keep_reviewed, review_golden
 from rag.errors import InputError
 from rag.eval.golden import load_golden

@@ -35,7 +35,8 @@ def draft_cmd(
       rag golden draft --out mine.jsonl --n 120 --types answerable=0.5,vague=0.25,unanswerable=0.25 --seed 3
       rag golden draft --out mine.jsonl --set judge_model=groq/qwen/qwen3-32b   # labels from another model
     """
-    from rag.curate.draft import draft_set, parse_types
+    from rag.curate.draft import draft_set
+    from rag.curate.plan import parse_types
 
     clean_warnings()
     at_least(1, n=n, pool=pool)

@@ -3,25 +3,19 @@
 ``rag golden draft`` (rag.cli.cmd_golden) runs :func:`draft_set`, so a user with their own documents can evaluate
 without writing a JSONL file by hand:
 
-1. seeds (:func:`sample_seeds`): passages that state something (:func:`draftable`), taken round-robin over
-   documents (``chunk.source``) and, within a document, round-robin over its sections (``chunk.title``), every order
-   drawn from ``random.Random(seed)``: n items cover min(n, documents) documents before any document gives a second
-   seed. One item per seed passage.
-2. types: the mix (``--types``, weights) becomes counts by largest remainder (:func:`type_counts`), dealt evenly
-   (:func:`spread`) along the seeds taken document by document, so each document gets its share of each type.
-3. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
+1. the plan (rag.curate.plan, no model call): seed passages that state something, round-robin over documents and
+   their sections, drawn from ``--seed``; one item per seed, of the type the mix deals it, in a split.
+2. drafting, on the answerer role's model: an answerable question with a reference answer from the seed
    (signatures.QuestionDrafter), one in a user's loose words (VagueQuestionDrafter), or a plausible question on the
    subject that the seed's document does not answer (UnanswerableDrafter, shown the document's section titles).
    A draft in a script its passage does not use or pointing at "the passage", or an unanswerable one whose every
    term the corpus holds (rag.curate.seedcheck, rag.curate.absent), is drafted again from the next passage of the
    seed's document, at most DRAFT_TRIES times, then dropped unlabelled. Contents pages are never seeds
-   (:func:`draftable`).
-4. gold labels, on the judge role's model: a TREC-style pool (top ``pool`` dense and top ``pool`` BM25 hits, plus the
+   (rag.curate.plan.draftable).
+3. gold labels, on the judge role's model: a TREC-style pool (top ``pool`` dense and top ``pool`` BM25 hits, plus the
    seed) labelled one passage at a time (signatures.PoolLabeler). ``relevant_chunk_ids`` are the passages labelled
    relevant, and always the seed of an answerable or vague item (flagged ``seed_gold`` when the labeller said no,
    :data:`SEED_GOLD`); an unanswerable draft that any pooled passage answers is dropped, with why, into ``FILE.dropped.jsonl``.
-5. splits, stratified by type and document: per type, the items sorted by document are dealt
-   train/test/dev/train/test (40/20/40).
 
 Each item is appended as one JSON line as soon as it is labelled, so an interrupted run resumes: a rerun with the
 same options skips the seeds already kept or dropped. A reply the model's output cannot be parsed from skips that
@@ -33,22 +27,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import random
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag.curate.plan import Planned, draftable, parse_types, plan_draft
 from rag.errors import InputError, ModelError
-from rag.eval.golden import TYPES
 from rag.ingest.chunking import Chunk
 from rag.ingest.jsonl import dump_json, split_lines
 
-DEFAULT_TYPES = "answerable=0.6,vague=0.15,unanswerable=0.25"
-SPLIT_CYCLE = ("train", "test", "dev", "train", "test")  # 40/20/40 train/dev/test
 NOT_COVERED = "Not covered by the indexed documents."
 MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling model
 MAX_SECTIONS = 60  # section titles shown to the unanswerable drafter
@@ -60,114 +49,6 @@ CHECKS = "seedcheck/4"  # the version of the checks (rag.curate.seedcheck, rag.c
 # of an answerable or vague item is then gold anyway, flagged, and rag golden check counts such items.
 SEED_GOLD = "the labelling model did not label the seed relevant; it is gold because the question was drafted from it"
 SAME_MODEL = "labels come from the same model that drafted; set judge_model to another model for independent labels"
-
-
-def parse_types(spec: str | None) -> dict[str, float]:
-    """``answerable=0.6,vague=0.15,unanswerable=0.25`` -> shares per type summing to 1 (weights are normalised; a
-    type left out gets none). InputError naming ``--types`` for an unknown type or a value that is no number."""
-    example = f"e.g. --types {DEFAULT_TYPES}"
-    weights: dict[str, float] = {}
-    for part in (spec if spec is not None else DEFAULT_TYPES).split(","):
-        if not part.strip():
-            continue
-        name, _, value = (s.strip() for s in part.partition("="))
-        if name not in TYPES:
-            raise InputError(f"--types: unknown type {name!r}; the types are {', '.join(TYPES)}, {example}")
-        try:
-            weight = float(value)
-        except ValueError:
-            raise InputError(f"--types: {part.strip()!r} gives no number; write type=fraction, {example}") from None
-        if not math.isfinite(weight) or weight < 0:
-            raise InputError(f"--types: {part.strip()!r} must be a number >= 0, {example}")
-        weights[name] = weight
-    total = sum(weights.values())
-    if total <= 0:
-        raise InputError(f"--types gives no type a share above 0; {example}")
-    return {t: weights.get(t, 0.0) / total for t in TYPES}
-
-
-def type_counts(n: int, mix: Mapping[str, float]) -> dict[str, int]:
-    """Counts per type summing to ``n``, by largest remainder (ties in the order of TYPES)."""
-    raw = {t: n * mix.get(t, 0.0) for t in TYPES}
-    counts = {t: int(v) for t, v in raw.items()}
-    for t in sorted(TYPES, key=lambda t: (counts[t] - raw[t], TYPES.index(t)))[:n - sum(counts.values())]:
-        counts[t] += 1
-    return counts
-
-
-def spread(counts: Mapping[str, int]) -> list[str]:
-    """The types dealt evenly along ``sum(counts)`` positions: each next position goes to the type furthest behind
-    its share (never past its count, since the shortfalls sum to 1 at every step)."""
-    n, given = sum(counts.values()), dict.fromkeys(counts, 0)
-    out = []
-    for i in range(1, n + 1):
-        t = max(counts, key=lambda t: (counts[t] * i / n - given[t], -TYPES.index(t)))
-        given[t] += 1
-        out.append(t)
-    return out
-
-
-def _round_robin(queues: Sequence[Sequence[Any]]) -> list[Any]:
-    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
-
-
-def sample_seeds(chunks: Sequence[Chunk], n: int, seed: int = 0) -> list[Chunk]:
-    """``n`` passages with text, stratified by document and then section (module docstring); the same chunks and
-    seed give the same seeds."""
-    rng = random.Random(seed)
-    docs: dict[str, dict[str, list[Chunk]]] = {}
-    for c in filter(draftable, chunks):
-        docs.setdefault(c.source, {}).setdefault(c.title, []).append(c)
-    per_doc = []
-    for source in rng.sample(sorted(docs), len(docs)):
-        sections = [rng.sample(cs, len(cs)) for _, cs in sorted(docs[source].items())]
-        rng.shuffle(sections)
-        per_doc.append(_round_robin(sections))
-    return _round_robin(per_doc)[:n]
-
-
-@dataclass
-class Planned:
-    """One item to draft: its id, type, seed passage and split."""
-
-    id: str
-    type: str
-    seed: Chunk
-    split: str
-
-
-def plan_draft(chunks: Sequence[Chunk], n: int, mix: Mapping[str, float], seed: int = 0) -> list[Planned]:
-    """The items a draft makes, in drafting order; InputError for an empty index or an ``n`` it cannot hold."""
-    usable = sum(map(draftable, chunks))
-    if not usable:
-        raise InputError("the index holds no passages to draft questions from; index your documents first "
-                         "(rag index DOCS --index-dir DIR) and pass that --index-dir")
-    if n > usable:
-        raise InputError(f"--n {n} is more than this index allows: each item needs a seed passage of its own and the "
-                         f"index holds {usable} that state something (not empty, not a contents page); give --n "
-                         f"{usable} or fewer, or index more documents")
-    seeds, dealt = sample_seeds(chunks, n, seed), spread(type_counts(n, mix))
-    by_doc = sorted(range(n), key=lambda i: (seeds[i].source, i))  # each document's seeds in a run of their own
-    types = [""] * n
-    for j, i in enumerate(by_doc):  # dealt along the documents in turn: every document gets its share of each type
-        types[i] = dealt[j]
-    split_of: dict[int, str] = {}
-    for t in TYPES:  # per type, sorted by document: dealt train/test/dev/train/test
-        mine = sorted((i for i in range(n) if types[i] == t), key=lambda i: (seeds[i].source, i))
-        split_of.update({i: SPLIT_CYCLE[j % len(SPLIT_CYCLE)] for j, i in enumerate(mine)})
-    numbers: Counter[str] = Counter()
-    plan = []
-    for i in range(n):
-        numbers[types[i]] += 1
-        plan.append(Planned(f"draft-{types[i][0]}-{numbers[types[i]]:03d}", types[i], seeds[i], split_of[i]))
-    return plan
-
-
-def draftable(chunk: Chunk) -> bool:
-    """Whether ``chunk`` can seed a draft: it has text, and more than a list of headings (rag.curate.seedcheck)."""
-    from rag.curate.seedcheck import lists_headings
-
-    return bool(chunk.text.strip()) and not lists_headings(chunk.text)
 
 
 def prompt_version() -> str:
