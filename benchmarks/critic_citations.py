@@ -15,7 +15,6 @@ stated a value, and how often it was still flagged.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,9 @@ from benchmarks.tables import emit, share  # noqa: E402
 
 
 def records(run: Path) -> dict[str, dict]:
-    return {r["id"]: r for r in map(json.loads, (run / "results.jsonl").read_text(encoding="utf-8").splitlines())}
+    from rag.eval.runs import read_records
+
+    return {r["id"]: r for r in read_records(run)}
 
 
 def caught(record: dict) -> bool:

@@ -26,18 +26,18 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.tables import emit, share  # noqa: E402
 
 
-def flags(record: dict, chunks: dict[str, dict], corpus) -> list[str]:
-    """The checks that flag ``record`` (an item of a drafted set), given the index's chunks by id and their
+def flags(record: dict, chunks: dict, corpus) -> list[str]:
+    """The checks that flag ``record`` (an item of a drafted set), given the index's chunks (rag.ingest.chunking.Chunk) by id and their
     rag.curate.absent.CorpusTerms."""
     from rag.curate.absent import absent_terms
-    from rag.curate.draft import MAX_PASSAGE_CHARS
+    from rag.curate.draft import passage
     from rag.curate.seedcheck import foreign_scripts, lists_headings, names_its_passage
 
     seed = chunks.get(record.get("seed_chunk_id") or "")
     if seed is None:
         return ["seed not in the index"]
-    found = ["contents page"] if lists_headings(seed["text"]) else []
-    shown = f"[{seed.get('source')} | {seed.get('title')}]\n{seed['text'][:MAX_PASSAGE_CHARS]}"  # as the drafter saw it
+    found = ["contents page"] if lists_headings(seed.text) else []
+    shown = passage(seed)  # as the drafter saw it
     reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
     foreign = foreign_scripts(f"{record['question']} {reference}", shown)
     found += [f"{', '.join(foreign)} letters"] * bool(foreign)
@@ -55,6 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from rag.curate.absent import CorpusTerms
+    from rag.ingest.chunking import load_chunks_jsonl
     from rag.ingest.jsonl import json_lines
 
     lines = ["# The drafter's mechanical checks replayed on drafted sets reviewed by hand (no model call)", "",
@@ -65,12 +66,11 @@ def main() -> None:
     flagged_items: list[str] = []
     for spec in args.set:
         drafted, _, index_dir = spec.partition("=")
-        chunks = {c["id"]: c for _, _, c in json_lines(Path(index_dir) / "chunks.jsonl",
-                                                        missing="no index here; give --set DRAFTED=INDEX_DIR")}
+        chunks = {c.id: c for c in load_chunks_jsonl(Path(index_dir) / "chunks.jsonl")}
         reviewed = [r for _, _, r in json_lines(drafted, missing="no drafted set here (rag golden draft --out)")
                     if r.get("reviewed_by") == "human"]
         kept = lambda r: r.get("review") in ("accept", "edit")  # noqa: E731
-        corpus = CorpusTerms(c["text"] for c in chunks.values())
+        corpus = CorpusTerms(c.text for c in chunks.values())
         marked = {r["id"]: flags(r, chunks, corpus) for r in reviewed}
         hit_kept = [r for r in reviewed if marked[r["id"]] and kept(r)]
         hit_rejected = [r for r in reviewed if marked[r["id"]] and not kept(r)]

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rag.curate.seedcheck import lists_headings
 from rag.errors import InputError
 from rag.eval.golden import TYPES
 from rag.ingest.chunking import Chunk
@@ -128,6 +129,4 @@ def plan_draft(chunks: Sequence[Chunk], n: int, mix: Mapping[str, float], seed: 
 
 def draftable(chunk: Chunk) -> bool:
     """Whether ``chunk`` can seed a draft: it has text, and more than a list of headings (rag.curate.seedcheck)."""
-    from rag.curate.seedcheck import lists_headings
-
     return bool(chunk.text.strip()) and not lists_headings(chunk.text)
