@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -37,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import dspy  # noqa: E402
 
-from benchmarks.tables import emit  # noqa: E402
+from benchmarks.tables import emit, shown_path  # noqa: E402
 from rag.stats.intervals import wilson  # noqa: E402
 
 
@@ -187,16 +186,6 @@ def _table(records: list[dict], role: str, splits: list[str]) -> list[str]:
     return lines
 
 
-def _shown(path) -> str:
-    """A path as a reader can rerun it: inside the project relative to it, under $SIEVE_HOME as $SIEVE_HOME/..."""
-    text = str(path)
-    home = os.environ.get("SIEVE_HOME")
-    if home and text.startswith(home.rstrip("/") + "/"):
-        return "$SIEVE_HOME" + text[len(home.rstrip("/")):]
-    root = str(ROOT) + "/"
-    return text[len(root):] if text.startswith(root) else text
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index-dir", type=Path, required=True)
@@ -269,10 +258,10 @@ def main() -> None:
             print(f"[{role} {variant}] {n}/{len(todo)} {item.id}: {'right' if done[key]['right'] else 'wrong'}",
                   file=sys.stderr, flush=True)
     lines = [f"# The data route alone: {args.golden.name}, splits {', '.join(splits)}", "",
-             f"Command: `python benchmarks/data_route.py --index-dir {_shown(args.index_dir)} --golden "
-             f"{_shown(args.golden)} --splits {args.splits} --router {args.router or chr(34) * 2} --sql "
+             f"Command: `python benchmarks/data_route.py --index-dir {shown_path(args.index_dir)} --golden "
+             f"{shown_path(args.golden)} --splits {args.splits} --router {args.router or chr(34) * 2} --sql "
              f"{args.sql or chr(34) * 2} --artifact {args.artifact or chr(34) * 2}"
-             f"{f' --examples {_shown(args.examples)}' if args.examples else ''}`", "",
+             f"{f' --examples {shown_path(args.examples)}' if args.examples else ''}`", "",
              "Share right per split with its 95% Wilson interval (n items), right/items per gold route, and the "
              "median seconds per call, on the embedded Qwen2.5-Coder-1.5B (cache off).", ""]
     if args.router:

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a reader can rerun it: inside the project relative to it, under $SIEVE_HOME as $SIEVE_HOME/..."""
+    text = str(path)
+    home = os.environ.get("SIEVE_HOME")
+    if home and text.startswith(home.rstrip("/") + "/"):
+        return "$SIEVE_HOME" + text[len(home.rstrip("/")):]
+    root = str(ROOT) + "/"
+    return text[len(root):] if text.startswith(root) else text
 
 
 def emit(lines: list[str], out: Path | None) -> None:
