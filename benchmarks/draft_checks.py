@@ -12,6 +12,11 @@ as written: "allowed" is in a corpus that says "allowance") is drafted again as 
 kept before and after removing the flagged items. A check that flags kept items costs good items; one that flags
 only rejected ones raises the kept share without a model. Read with care: items drafted again would be new drafts,
 reviewed afresh, so the "after" column is the share among the items the checks let through, not a prediction.
+
+A second table reads what the review rejects most, a reference answer that says more than its passage: per set,
+the answerable and vague items whose reference's terms (rag.curate.absent.terms) the seed passage lacks in more than
+a given share (rag.curate.absent.absent_terms against the seed alone), kept and rejected, at a few shares. No check
+is built on it: it describes, it does not drop.
 """
 
 from __future__ import annotations
@@ -47,6 +52,18 @@ def flags(record: dict, chunks: dict, corpus) -> list[str]:
     return found + ["unanswerable, every term in the corpus by root"] * now_present
 
 
+BEYOND = (0.1, 0.2, 0.3, 0.5)  # shares of a reference's terms its seed passage lacks, for the second table
+
+
+def beyond_seed(record: dict, seed) -> float | None:
+    """The share of the reference answer's terms its seed passage does not hold; None for an item to be refused."""
+    from rag.curate.absent import CorpusTerms, absent_terms, terms
+
+    reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
+    found = terms(reference)
+    return len(absent_terms(reference, CorpusTerms([seed.text]))) / len(found) if found else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", action="append", required=True, metavar="DRAFTED=INDEX_DIR",
@@ -60,10 +77,16 @@ def main() -> None:
 
     lines = ["# The drafter's mechanical checks replayed on drafted sets reviewed by hand (no model call)", "",
              "Command: `python benchmarks/draft_checks.py " + " ".join(f"--set {s.split('=')[0]}=INDEX" for s in args.set)
-             + "`", "",
+             + "` (INDEX: the index each set was drafted from: the built-in index for the `drafted_builtin` sets, the "
+             "Aegis index `benchmarks/retrieval_stages.py` builds for the `drafted_aegis` sets)", "",
              "| set | reviewed by hand | flagged, kept by the human | flagged, rejected by the human | kept before | "
              "kept among the items not flagged |", "| --- | --- | --- | --- | --- | --- |"]
     flagged_items: list[str] = []
+    beyond = ["", "## References that say more than their passage", "",
+              "Answerable and vague items whose reference's terms the seed passage lacks in more than the share in the "
+              "column head: kept / rejected by the human.", "",
+              "| set | items | kept before | " + " | ".join(f"> {b:.0%} lacking" for b in BEYOND) + " |",
+              "| --- | --- | --- |" + " --- |" * len(BEYOND)]
     for spec in args.set:
         drafted, _, index_dir = spec.partition("=")
         chunks = {c.id: c for c in load_chunks_jsonl(Path(index_dir) / "chunks.jsonl")}
@@ -77,9 +100,14 @@ def main() -> None:
         rest = [r for r in reviewed if not marked[r["id"]]]
         lines.append(f"| {Path(drafted).name} | {len(reviewed)} | {len(hit_kept)} | {len(hit_rejected)} | "
                      f"{share(sum(map(kept, reviewed)), len(reviewed))} | {share(sum(map(kept, rest)), len(rest))} |")
+        shares = [(beyond_seed(r, chunks[r["seed_chunk_id"]]), kept(r)) for r in reviewed
+                  if r.get("seed_chunk_id") in chunks and not r.get("should_refuse")]
+        shares = [(b, k) for b, k in shares if b is not None]
+        beyond.append(f"| {Path(drafted).name} | {len(shares)} | {sum(k for _, k in shares)} | " + " | ".join(
+            f"{sum(k for b, k in shares if b > t)} / {sum(not k for b, k in shares if b > t)}" for t in BEYOND) + " |")
         flagged_items += [f"- `{Path(drafted).name}` `{r['id']}` ({'kept' if kept(r) else 'rejected'}; "
                           f"{', '.join(marked[r['id']])}): {r['question']}" for r in reviewed if marked[r["id"]]]
-    emit(lines + ["", "Flagged items:", "", *flagged_items], args.out)
+    emit(lines + beyond + ["", "Flagged items:", "", *flagged_items], args.out)
 
 
 if __name__ == "__main__":
