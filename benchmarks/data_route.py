@@ -30,9 +30,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+RECORDS = ROOT / "runs" / "data_route.jsonl"
 
 import dspy  # noqa: E402
 
@@ -198,7 +200,7 @@ def main() -> None:
     parser.add_argument("--artifact", default="ops-data-route-qwen1.5b", help="whose demos the +demos variants use")
     parser.add_argument("--examples", default="", help="for the +similar variants: FILE:SPLITS, the labelled queries "
                         "shown, the 3 nearest per question (rag.data.labelled.SQLExamples, as sql_examples does)")
-    parser.add_argument("--records", type=Path, default=ROOT / "runs" / "data_route.jsonl")
+    parser.add_argument("--records", type=Path, default=RECORDS, help="calls made, reused on a rerun")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -261,13 +263,15 @@ def main() -> None:
              f"Command: `python benchmarks/data_route.py --index-dir {shown_path(args.index_dir)} --golden "
              f"{shown_path(args.golden)} --splits {args.splits} --router {args.router or chr(34) * 2} --sql "
              f"{args.sql or chr(34) * 2} --artifact {args.artifact or chr(34) * 2}"
-             f"{f' --examples {shown_path(args.examples)}' if args.examples else ''}`", "",
+             f"{f' --examples {shown_path(args.examples)}' if args.examples else ''}"
+             f"{f' --records {shown_path(args.records)}' if args.records != RECORDS else ''}`", "",
              "Share right per split with its 95% Wilson interval (n items), right/items per gold route, and the "
              "median seconds per call, on the embedded Qwen2.5-Coder-1.5B (cache off).", ""]
     if args.router:
         lines += ["## Router: routing accuracy", "", *_table(records, "router", splits), ""]
     if args.sql:
         lines += ["## SQL writer: execution accuracy (the gold rows)", "", *_table(records, "sql", splits), ""]
+        lines += _paired(records, [v for v in args.sql.split(",") if v], items, examples)
     if args.correct:
         lines += ["## The one correction, after a first statement that was refused or failed", "",
                   "| variant | corrections | repeats the failed statement | runs | right (gold rows) |", "|---|---|---|---|---|"]
@@ -277,6 +281,31 @@ def main() -> None:
                          f"{sum(r['right'] for r in mine)} |")
         lines.append("")
     emit(lines, args.out)
+
+
+def _paired(records: list[dict], variants: list[str], items: list, examples) -> list[str]:
+    """Each SQL variant against the first on the same items (McNemar, exact); with ``examples``, also without the
+    items whose question repeats or rewords one the examples come from (benchmarks/router_learned.repeating)."""
+    from benchmarks.router_learned import repeating
+    from rag.stats.intervals import mcnemar
+
+    if len(variants) < 2:
+        return []
+    right = {(r["variant"], r["id"]): bool(r["right"]) for r in records if r["role"] == "sql"}
+    ids = [i.id for i in items if (variants[0], i.id) in right]
+    sets = [("all", ids)]
+    if examples is not None:
+        shown = [SimpleNamespace(id=f"example:{e['id']}", question=e["question"]) for e in examples.items]
+        repeats = repeating([i for i in items if i.id in ids], shown)
+        sets.append((f"without the {len(repeats)} that repeat an example's question", [i for i in ids if i not in repeats]))
+    lines = [f"Paired against `{variants[0]}` on the same items (McNemar, exact):", "",
+             "| variant | items | " + f"`{variants[0]}` right | right | better / worse | p |", "|---|---|---|---|---|---|"]
+    for v in variants[1:]:
+        for name, mine in sets:
+            a, b = [right[(variants[0], i)] for i in mine], [right.get((v, i), False) for i in mine]
+            worse, better, p = mcnemar(a, b)
+            lines.append(f"| {v} ({name}) | {len(mine)} | {sum(a)} | {sum(b)} | {better} / {worse} | {p:.3f} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":
