@@ -85,3 +85,30 @@ def test_compare_paired_picks_the_test_and_says_it_plainly():
     with pytest.raises(ValueError, match="equal length"):
         compare_paired([1], [1, 0])
     assert verdict(0.1, 0.2, 12) == "no detectable difference at n=12 (p=0.2)"
+
+
+def _record(i: int, *, route: str, gold_route: str, exec_ok: bool | None, facts_ok: bool | None) -> dict:
+    data = {"routed": True, "route": route, "route_gold": gold_route, "exec_correct": exec_ok,
+            "key_facts_ok": facts_ok, "caught": None}
+    return {"id": f"q{i}", "status": "ok", "should_refuse": False,
+            "scores": {"refused": False, "overlap_correct": True, "data": data}}
+
+
+def test_paired_comparison_counts_the_data_route_item_by_item():
+    """Two runs over tables: routing, SQL rows and key facts are compared per item (McNemar); an item without a
+    gold result does not count for the SQL row, and a run without tables has no data rows at all."""
+    from rag.stats.paired import compare_records
+
+    a = [_record(i, route="data", gold_route="data", exec_ok=False, facts_ok=False) for i in range(8)]
+    a.append(_record(8, route="docs", gold_route="data", exec_ok=None, facts_ok=True))
+    b = [_record(i, route="data", gold_route="data", exec_ok=True, facts_ok=i < 7) for i in range(8)]
+    b.append(_record(8, route="data", gold_route="data", exec_ok=None, facts_ok=True))
+    rows = {r["metric"]: r for r in compare_records(a, b, "before", "after")}
+    sql = rows["sql_execution_accuracy"]
+    assert (sql["n"], sql["only_a"], sql["only_b"]) == (8, 0, 8)
+    assert sql["p"] == pytest.approx(2 / 2 ** 8)
+    assert (rows["routing_accuracy"]["n"], rows["routing_accuracy"]["only_b"]) == (9, 1)
+    assert rows["key_fact_accuracy"]["only_b"] == 7
+    assert "unanswerable_caught" not in rows  # no unanswerable item
+    plain = [{**r, "scores": {"refused": False, "overlap_correct": True}} for r in a]
+    assert not {"routing_accuracy", "sql_execution_accuracy"} & {r["metric"] for r in compare_records(plain, plain)}

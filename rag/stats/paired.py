@@ -65,6 +65,21 @@ def _grader(rec: Mapping[str, Any]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _data(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    """A data-route outcome of the item (rag.eval.data_metrics.score_data); None where it has none: no tables,
+    no gold for it, or an error before the route ran."""
+    def value(rec: Mapping[str, Any]) -> float | None:
+        d = rec["scores"].get("data") or {} if _ok(rec) else {}
+        v = d.get(key)
+        return None if v is None else float(v)
+    return value
+
+
+def _routed_right(rec: Mapping[str, Any]) -> float | None:
+    d = rec["scores"].get("data") or {} if _ok(rec) else {}
+    return float(d["route"] == d["route_gold"]) if d.get("routed") and d.get("route_gold") else None
+
+
 # (key, label, per-item value; None = the item does not count for this metric)
 PAIRED: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float | None]], ...] = (
     ("right", "Right decision (correct answer, or refusal when due)", _right),
@@ -79,6 +94,10 @@ PAIRED: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float | None]], ...]
     ("steps", "Steps per query", _score("steps")),
     ("latency_ms", "Latency per query (ms)", _score("latency_ms")),
     ("tokens_in", "Tokens in per query", _score("tokens_in")),
+    ("routing_accuracy", "Routed right (docs / data / both)", _routed_right),
+    ("sql_execution_accuracy", "SQL returned the gold rows", _data("exec_correct")),
+    ("key_fact_accuracy", "Key facts in the answer (no model)", _data("key_facts_ok")),
+    ("unanswerable_caught", "Unanswerable refused or flagged", _data("caught")),
 )
 
 
