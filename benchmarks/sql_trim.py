@@ -1,5 +1,6 @@
-"""Trimming what the question never asked for from the SQL writer's statement, replayed on finished runs (not
-built: no gain on the splits it was not written against).
+"""Trimming from the SQL writer's statement what the question never asked for, replayed on finished runs.
+
+Not built: no gain on the splits it was not written against (benchmarks/results/sql_trim.md).
 
     python benchmarks/sql_trim.py --index-dir $SIEVE_HOME/demo/ops/index \
         --run benchmarks/results/eval-ops-sqlblind2-default ... --out benchmarks/results/sql_trim.md
