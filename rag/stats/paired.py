@@ -69,14 +69,14 @@ def _data(key: str) -> Callable[[Mapping[str, Any]], float | None]:
     """A data-route outcome of the item (rag.eval.data_metrics.score_data); None where it has none: no tables,
     no gold for it, or an error before the route ran."""
     def value(rec: Mapping[str, Any]) -> float | None:
-        d = rec["scores"].get("data") or {} if _ok(rec) else {}
+        d = (rec["scores"].get("data") or {}) if _ok(rec) else {}
         v = d.get(key)
         return None if v is None else float(v)
     return value
 
 
 def _routed_right(rec: Mapping[str, Any]) -> float | None:
-    d = rec["scores"].get("data") or {} if _ok(rec) else {}
+    d = (rec["scores"].get("data") or {}) if _ok(rec) else {}
     return float(d["route"] == d["route_gold"]) if d.get("routed") and d.get("route_gold") else None
 
 
