@@ -15,7 +15,7 @@ reviewed afresh, so the "after" column is the share among the items the checks l
 
 A second table reads what the review rejects most, a reference answer that says more than its passage: per set,
 the answerable and vague items whose reference's terms (rag.curate.absent.terms) the seed passage lacks in more than
-a given share (rag.curate.absent.absent_terms against the seed alone), kept and rejected, at a few shares. No check
+a given share (rag.curate.absent.CorpusTerms of the seed alone), kept and rejected, at a few shares. No check
 is built on it: it describes, it does not drop.
 """
 
@@ -57,11 +57,11 @@ BEYOND = (0.1, 0.2, 0.3, 0.5)  # shares of a reference's terms its seed passage 
 
 def beyond_seed(record: dict, seed) -> float | None:
     """The share of the reference answer's terms its seed passage does not hold; None for an item to be refused."""
-    from rag.curate.absent import CorpusTerms, absent_terms, terms
+    from rag.curate.absent import CorpusTerms, terms
 
-    reference = "" if record.get("should_refuse") else record.get("reference_answer") or ""
-    found = terms(reference)
-    return len(absent_terms(reference, CorpusTerms([seed.text]))) / len(found) if found else None
+    found = terms("" if record.get("should_refuse") else record.get("reference_answer") or "")
+    passage = CorpusTerms([seed.text])
+    return sum(not passage.has(t) for t in found) / len(found) if found else None
 
 
 def main() -> None:
