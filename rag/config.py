@@ -42,7 +42,7 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
-CRITIC_CHECKS = ("numbers", "citations", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
+CRITIC_CHECKS = ("numbers", "citations", "columns", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -169,9 +169,10 @@ class Settings:
     critic_retries: int = 1  # ungrounded answers rewritten with the critic's reason; then flagged low_confidence
     # what the critic checks (rag.agent.critique), joined with "+": "numbers" = every number of the answer is in the
     # question or the evidence it cites (else written again); "citations" = no citation stands where a value
-    # belongs ("the limit is [sql:1]"; else flagged at once) (both no model call); "model" = the GroundingCritic
-    # signature on the grader's model, run when the numbers pass
-    critic_checks: str = "numbers+citations"
+    # belongs ("the limit is [sql:1]"; else flagged at once); "columns" = the query the answer cites returns a column
+    # the question asks about (not "the driver" read from carriers.name; else flagged at once) (all three no model
+    # call); "model" = the GroundingCritic signature on the grader's model, run when the numbers pass
+    critic_checks: str = "numbers+citations+columns"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
@@ -243,7 +244,7 @@ class Settings:
         checks = self.critic_checks.split("+")
         if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
             raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
-                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations\"")
+                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns\"")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):

@@ -44,6 +44,7 @@ def test_an_answer_without_numbers_passes_and_citation_ids_are_not_numbers():
     ("Claims must be filed within 30 days [policies/claims.md#000].", []),  # the value, then its citation
     ("The limit is EUR 50,000 [policies/credit_terms.md#000].", []),
     ("According to [policies/claims.md#000], claims over EUR 5,000 need approval.", []),
+    ("The driver of S01754, the express that went missing, was [sql:1].", ["missing, was [sql:1]"]),  # a comma
 ])
 def test_a_citation_standing_where_the_value_belongs_is_found(answer, hollow):
     assert cited_for_values(answer) == hollow

@@ -244,13 +244,13 @@ def test_the_router_chooses_both_on_output_it_cannot_use(ops, output):
 
 
 def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops, checksum):
-    """As rag ask builds it (data_stages, default settings): the cue router and the number check call no model, so a
+    """As rag ask builds it (data_stages, default settings): the cue router and the critic's default checks call no model, so a
     model scripted with only a statement and an answer carries the whole question."""
     from rag.retrieval.retriever import Retriever
 
     index, settings = ops
     data, critic = data_stages(index, settings)
-    assert data.cues is not None and critic.checks == {"numbers", "citations"}
+    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns"}
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
@@ -523,6 +523,42 @@ def test_a_question_about_a_customer_the_index_never_mentions_is_answered_flagge
     assert step.verdict is False and step.tokens_in == 0 and "'Falcon Foods'" in step.reason
     assert pred.low_confidence is True and pred.critic_reason == step.reason
     assert prediction_to_dict(pred)["low_confidence"] is True
+
+
+def test_coverage_finds_a_query_that_returns_no_column_the_question_asks_about(coverage):
+    """Asked for what no column records, the writer reads the nearest column there is: "the driver" from the
+    carriers' names, "km" as a sum of weights. A column the question names, a row count, and what does not parse
+    are not flagged."""
+    driver = "SELECT T2.name FROM shipments AS T1 JOIN carriers AS T2 ON T1.carrier_id = T2.carrier_id WHERE " \
+             "T1.shipment_id = 'S00004'"
+    assert coverage.unasked("Who was the driver on S00004?", driver) == ["carriers.name (Carrier company name)"]
+    assert coverage.unasked("Which carrier handled S00004?", driver) == []  # "carrier" is in its description
+    km = "SELECT SUM(weight_kg) AS total_km FROM shipments WHERE origin = 'Hamburg'"
+    assert coverage.unasked("What's the total km driven out of Hamburg?", km) == [
+        "shipments.weight_kg (Gross weight in kilograms)"]
+    assert coverage.unasked("What's the total weight shipped out of Hamburg?", km) == []
+    assert coverage.unasked("How many pallets left Hamburg?", "SELECT count(*) FROM shipments") == []  # a count
+    assert coverage.unasked("Who drove S00004?", "SELEC name FROM") == []  # does not parse: not checked
+
+
+def test_an_answer_from_a_column_the_question_does_not_ask_about_is_flagged(ops, checksum, coverage):
+    """critic_checks with "columns": flagged at once, with no model call and not written again (rag.agent.critique)."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    driver = "SELECT T2.name FROM shipments AS T1 JOIN carriers AS T2 ON T1.carrier_id = T2.carrier_id " \
+             "WHERE T1.shipment_id = 'S00004'"
+    answer = {"answer": "The driver on S00004 was Baltic Line Transport [sql:1].", "cited_ids": ["sql:1"]}
+    for checks, flagged in (("numbers+citations+columns", True), ("numbers+citations", False)):
+        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": driver}, answer]))  # no second answer, no critic output
+        data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+        agent = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))
+        pred = agent(question="Who was the driver on S00004?")
+        assert pred.low_confidence is flagged and nodes(pred) == ["route", "sql", "answer", "critique"]
+        step = pred.trace.of("critique")[0]
+        assert step.tokens_in == 0 and step.verdict is (not flagged)
+        if flagged:
+            assert pred.critic_reason == step.reason and "returns carriers.name (Carrier company name)" in step.reason
 
 
 def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):

@@ -21,10 +21,16 @@ Three checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   reader is told nothing. Such an answer is flagged at once (:meth:`Critic.hollow`, :func:`cited_for_values`):
   written again with the reason, on the ops demo's blind questions, none of 7 answers got its key facts right and
   3 echoed the reason into the answer (benchmarks/results/critic_citations.md).
+- ``columns`` (no model call): the query the answer cites returns a column the question asks about
+  (rag.data.coverage, :meth:`Critic.off_target`). Asked for what no column records (a driver, a distance), the
+  writer reads the nearest column there is, and the answer states its value as the thing asked ("The driver was
+  Baltic Line Transport", from ``carriers.name``). Flagged at once, like a hollow citation: written again, the
+  answer could only restate the same result.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
-The default is ``numbers+citations``: on the ops demo's hand labels the model's verdicts agreed with them less than
-chance (benchmarks/results/critic_checks.md).
+The default is ``numbers+citations+columns``: on the ops demo's hand labels the model's verdicts agreed with them
+less than chance (benchmarks/results/critic_checks.md); what the columns check adds:
+benchmarks/results/critic_columns.md.
 
 Before any of them, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
@@ -50,9 +56,10 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "model")  # joined with "+"
-# a citation right after a copula or a preposition, ending its clause: where the value the sentence promises belongs
-_CITED_VALUE = re.compile(r"\b(\w+)\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as)\s+(\[[^\]\n]{1,80}\])"
+CHECKS = ("numbers", "citations", "columns", "model")  # joined with "+"
+# a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
+# where the value the sentence promises belongs
+_CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as)\s+(\[[^\]\n]{1,80}\])"
                           r"(?=\s*(?:[.,;:)]|$|\band\b|\bwith\b))", re.I)
 ATTRIBUTION = {"stated", "described", "given", "shown", "listed", "set", "defined", "found", "mentioned", "explained",
                "noted", "specified", "outlined", "according", "per", "see", "written", "laid", "detailed", "covered",
@@ -92,6 +99,23 @@ class Critic(dspy.Module):
         step.notes.append("the answer checked for a citation standing where its value belongs (no model call)")
         step.verdict = False
         step.reason = f"it gives a citation where a value belongs ({'; '.join(spans)}), not the value"
+        return step.reason
+
+    def off_target(self, question: str, cited: list[str], hits: list[Any], trace: Trace) -> str | None:
+        """Why the query results ``cited`` return none of what ``question`` asks about (a ``critique`` step says
+        so), or None; only with the ``columns`` check, over an index with tables (module docstring)."""
+        if "columns" not in self.checks or self.coverage is None:
+            return None
+        queries = [h.meta["sql"] for h in hits if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
+        stated = [self.coverage.unasked(question, sql) for sql in queries]
+        if not stated or not all(stated):
+            return None
+        step = trace.add(Step(node="critique", query=question))
+        step.notes.append("the columns the cited query returns checked against the question's words (no model call)")
+        step.verdict = False
+        columns = "; ".join(dict.fromkeys(c for cols in stated for c in cols))
+        step.reason = (f"the query it rests on returns {columns}, and the question asks about none of these: the "
+                       "tables may not record what it asks")
         return step.reason
 
     def judge(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace,

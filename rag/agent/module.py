@@ -220,8 +220,9 @@ class Sieve(dspy.Module):
             trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
             return pred
         for attempt in range(self.critic.retries + 1 if self.critic is not None else 0):
-            hollow = self.critic.hollow(question, pred.answer, trace)
-            if hollow:  # a citation where the value belongs: flagged, not written again (rag.agent.critique)
+            hollow = (self.critic.hollow(question, pred.answer, trace)
+                      or self.critic.off_target(question, pred.citations, hits, trace))
+            if hollow:  # a citation where the value belongs, or a column not asked about: flagged, not written again
                 pred.low_confidence, pred.critic_reason = True, hollow
                 trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
                 break

@@ -18,6 +18,14 @@ not refused, because "none" can be the true answer (no shipments left from Paris
 checked. The rules were written with the ops demo's blind unanswerable questions in view
 (golden/ops_unanswerable.jsonl); on 398 answerable questions about the demo they flag 2
 (benchmarks/results/coverage.md).
+
+A third check reads the query an answer rests on (:meth:`Coverage.unasked`): asked for something no column
+records (a driver, a distance, a buy rate), the writer picks the nearest column there is ("the driver" from
+``carriers.name``, "the total km" as ``SUM(weight_kg)``), and the answer states its value. When no column the
+query returns shares a word (by root) with the question, counting each column's name and its description, the
+answer is flagged with the columns it stated. A query that returns only a row count, or no column of the tables,
+is not checked. A column people ask about by another word ("arrive" for ``delivered_on``) is flagged falsely until
+its description has that word (the tables' sidecar file, docs/guides/data.md).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import MONTHS, Vocabulary, id_shape, words
+from rag.data.schemalink import MONTHS, STOP, Vocabulary, id_shape, root, words
 
 WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 DATE_WORDS = MONTHS | WEEKDAYS | {m[:3] for m in MONTHS} | {"sept", "q1", "q2", "q3", "q4", "h1", "h2"}
@@ -47,6 +55,7 @@ class Coverage:
     values: set[tuple[str, ...]] = field(default_factory=set)  # the tables' text values as word tuples
     ids: set[str] = field(default_factory=set)  # the shapes of the tables' record ids (rag.data.schemalink.id_shape)
     years: tuple[int, int] | None = None  # first and last year of any date column; None without dates
+    columns: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (table, column) -> (name, description)
 
     @classmethod
     def for_index(cls, index: Any, warehouse: Any, vocab: Vocabulary | None = None) -> Coverage:
@@ -56,7 +65,10 @@ class Coverage:
         spans = [span for span in _date_spans(index.tables_record or {}, warehouse) if span]
         years = (min(a.year for a, _ in spans), max(b.year for _, b in spans)) if spans else None
         text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in vocab.values)])
-        return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years)  # vocab.names: values too
+        columns = {(t["name"].lower(), c["name"].lower()): (c["name"], (c.get("description") or "").strip().rstrip("."))
+                   for t in (index.tables_record or {}).get("tables", []) for c in t.get("columns", [])}
+        return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years,  # vocab.names: values too
+                   columns=columns)
 
     def holds(self, name: str) -> bool:
         """Whether a passage or a text value contains ``name`` (as words, any case)."""
@@ -76,6 +88,47 @@ class Coverage:
             found += [f"the tables' dates run from {first} to {last}; {year} is outside them"
                       for year in sorted({int(y) for y in _YEAR.findall(question)}) if not first <= year <= last]
         return found
+
+
+    def unasked(self, question: str, sql: str) -> list[str]:
+        """The columns ``sql`` returns, when none of them is what ``question`` asks about (module docstring); []
+        when one is, or when the query returns no column of the tables (a row count) or does not parse."""
+        returned = list(dict.fromkeys(c for c in returned_columns(sql) if c in self.columns))
+        asked = _roots(question)
+        if not returned or any(_roots(" ".join(self.columns[c])) & asked for c in returned):
+            return []  # the table's name is not the column's: "shipments" would link every column of shipments
+        return [f"{table}.{name}" + (f" ({about})" if about else "")
+                for table, name, about in ((t, *self.columns[(t, c)]) for t, c in returned)]
+
+
+def returned_columns(sql: str) -> list[tuple[str, str]]:
+    """(table, column) of every column the outermost SELECT's expressions read, lower-cased, the table resolved
+    through its alias (a column written without one: each table of that SELECT); [] when ``sql`` does not parse."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return []
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    if select is None:
+        return []
+    alias = {}
+    for table in tree.find_all(exp.Table):
+        alias[table.name.lower()] = alias[(table.alias_or_name or table.name).lower()] = table.name.lower()
+    tables = [t.name.lower() for t in select.find_all(exp.Table)]
+    found = []
+    for column in (c for e in select.expressions for c in e.find_all(exp.Column)):
+        owners = [alias[column.table.lower()]] if column.table and column.table.lower() in alias else tables
+        found += [(t, column.name.lower()) for t in owners]
+    return found
+
+
+def _roots(text: str) -> set[str]:
+    """The content words of ``text`` and their roots (rag.data.schemalink.root), "e.g. VALUE" examples left out."""
+    found = set(re.findall(r"[a-z]+", re.sub(r"e\.g\. \S+", " ", text.replace("_", " ").lower()))) - STOP
+    return {root(w) for w in found if len(w) >= 3} | {w for w in found if len(w) >= 2}
 
 
 def names(question: str) -> list[str]:
