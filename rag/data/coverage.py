@@ -25,7 +25,9 @@ records (a driver, a distance, a buy rate), the writer picks the nearest column 
 query returns shares a word (by root) with the question, counting each column's name and its description, the
 answer is flagged with the columns it stated. A query that returns only a row count, or no column of the tables,
 is not checked. A column people ask about by another word ("arrive" for ``delivered_on``) is flagged falsely until
-its description has that word (the tables' sidecar file, docs/guides/data.md).
+its description has that word (the tables' sidecar file, docs/guides/data.md). Written with the same blind questions
+in view, it was measured on two sets written after it: 11 more of 80 unanswerable questions flagged, and 3 flags on
+answers to answerable ones in eight runs, none of them right (benchmarks/results/critic_columns.md).
 """
 
 from __future__ import annotations
