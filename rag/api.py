@@ -62,7 +62,7 @@ class Answer:
     trace: Any
     prediction: "dspy.Prediction" = field(repr=False)
     uncited: list[Source] = field(default_factory=list)
-    low_confidence: bool = False  # the grounding critic found a claim the evidence does not state (critic_reason)
+    low_confidence: bool = False  # the grounding critic flagged the answer; why: critic_reason
     critic_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

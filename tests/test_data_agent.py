@@ -381,7 +381,7 @@ def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, 
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[0] == f"All {n} claims are open [sql:1]."
-    assert lines[2].startswith("Low confidence: the grounding critic found a claim the evidence does not state")
+    assert lines[2].startswith("Low confidence, flagged by the grounding critic: ")
     assert "counts open claims only" in lines[2]
     at = lines.index("  [1] SQL result (sql:1)")
     ran = "SELECT COUNT(*) AS n FROM claims WHERE status = 'open' LIMIT 51"  # as the guard rewrote it: the row cap + 1

@@ -232,8 +232,7 @@ def test_an_answer_the_critic_never_finds_grounded_is_flagged_low_confidence(pag
     assert completed_nodes(page) == ["route", "sql", "answer", "critique", "answer", "critique"]
     warning = page.locator("#answer #low-confidence.warning")
     assert warning.is_visible()
-    assert warning.inner_text() == ("Low confidence: the grounding critic found a claim the evidence does not state ("
-                                    f"{CRITIC_REASON}).")
+    assert warning.inner_text() == f"Low confidence, flagged by the grounding critic: {CRITIC_REASON}."
     critiques = page.locator("#timeline li.step-critique")
     assert critiques.locator(".badge").all_inner_texts() == ["NOT GROUNDED", "NOT GROUNDED"]
     assert critiques.locator(".reason").all_inner_texts() == [f"reason: {CRITIC_REASON}"] * 2
@@ -269,8 +268,7 @@ def test_untrusted_text_from_tables_statements_and_reasons_is_shown_as_text_and_
     assert source.locator("td").all_inner_texts() == ["1", CELL, "2", "plain text", "3", "NULL"]
     assert "<script>window.__xss=''run''</script>" in source.locator("pre.sql").inner_text()
     assert text(page, "#answer .answer-text") == NOTES_ANSWER
-    assert text(page, "#low-confidence") == ("Low confidence: the grounding critic found a claim the evidence does "
-                                             f"not state ({XSS_REASON}).")
+    assert text(page, "#low-confidence") == f"Low confidence, flagged by the grounding critic: {XSS_REASON}."
     assert page.locator("#timeline li.step-critique .reason").all_inner_texts() == [f"reason: {XSS_REASON}"] * 2
     page.locator("#low-confidence").scroll_into_view_if_needed()
     assert page.evaluate("window.__xss") is None  # still, after everything was rendered and laid out

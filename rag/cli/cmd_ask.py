@@ -103,8 +103,7 @@ def print_answer(pred) -> None:
 
     typer.echo(pred.answer)
     if getattr(pred, "low_confidence", False):
-        typer.echo(f"\nLow confidence: the grounding critic found a claim the evidence does not state "
-                   f"({pred.critic_reason}).")
+        typer.echo(f"\nLow confidence, flagged by the grounding critic: {pred.critic_reason}.")
     listed = pred.sources if not pred.refused else pred.closest
     if listed:
         typer.echo("\nSources:" if not pred.refused else "\nClosest passages (judged not relevant):")
