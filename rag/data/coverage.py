@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.data.schemalink import MONTHS, STOP, Vocabulary, id_shape, root, words
+from rag.data.sqlrepair import read_tables
 
 WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
 DATE_WORDS = MONTHS | WEEKDAYS | {m[:3] for m in MONTHS} | {"sept", "q1", "q2", "q3", "q4", "h1", "h2"}
@@ -105,7 +106,8 @@ class Coverage:
 
 def returned_columns(sql: str) -> list[tuple[str, str]]:
     """(table, column) of every column the outermost SELECT's expressions read, lower-cased, the table resolved
-    through its alias (a column written without one: each table of that SELECT); [] when ``sql`` does not parse."""
+    through its alias (rag.data.sqlrepair.read_tables; a column written without one: each table that SELECT reads);
+    [] when ``sql`` does not parse."""
     import sqlglot
     from sqlglot import exp
 
@@ -116,13 +118,10 @@ def returned_columns(sql: str) -> list[tuple[str, str]]:
     select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
     if select is None:
         return []
-    alias = {}
-    for table in tree.find_all(exp.Table):
-        alias[table.name.lower()] = alias[(table.alias_or_name or table.name).lower()] = table.name.lower()
-    tables = [t.name.lower() for t in select.find_all(exp.Table)]
+    read = read_tables(select)
     found = []
     for column in (c for e in select.expressions for c in e.find_all(exp.Column)):
-        owners = [alias[column.table.lower()]] if column.table and column.table.lower() in alias else tables
+        owners = [read[column.table.lower()]] if column.table.lower() in read else [] if column.table else read.values()
         found += [(t, column.name.lower()) for t in owners]
     return found
 

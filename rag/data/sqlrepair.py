@@ -61,7 +61,7 @@ def repair_sql(sql: str, schema: dict[str, dict[str, str]]) -> Repair | None:
     return Repair(tree.sql(dialect="duckdb"), changes) if changes else None
 
 
-def _sources(select: exp.Select) -> dict[str, str]:
+def read_tables(select: exp.Select) -> dict[str, str]:
     """``{alias or name, lower case: table}`` of the tables this SELECT reads directly (not its subqueries')."""
     found = {}
     for node in [select.args.get("from_") or select.args.get("from"), *(select.args.get("joins") or [])]:
@@ -92,7 +92,7 @@ def _join(select: exp.Select, table: str, sources: dict[str, str], schema: dict[
 
 
 def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], changes: list[str]) -> None:
-    sources = _sources(select)
+    sources = read_tables(select)
     if not sources or any(src not in schema for src in sources.values()):
         return
     outputs = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}  # ORDER BY total_weight
@@ -137,7 +137,7 @@ def _fix_dates(tree: exp.Expression, changes: list[str]) -> None:
 
 
 def _fix_like(select: exp.Select, schema: dict[str, dict[str, str]], changes: list[str]) -> None:
-    sources = _sources(select)
+    sources = read_tables(select)
     for like in list(select.find_all(exp.Like, exp.ILike)):
         column = like.this
         if not isinstance(column, exp.Column) or like.find_ancestor(exp.Select) is not select:
