@@ -30,6 +30,18 @@ def cited_queries(record: dict) -> list[str]:
     return [s["sql"] for s in p.get("sources") or [] if s.get("sql") and s.get("rows") is not None]
 
 
+def today(recs: dict[str, dict], coverage) -> tuple[set[str], dict[str, list]]:
+    """(the ids the citation check finds, the answers the columns check flags with their columns) among ``recs``,
+    replayed with today's checks: the columns check only on answers neither recorded as caught nor hollow."""
+    from rag.agent.critique import cited_for_values
+
+    hollow = {k for k, r in recs.items() if cited_for_values((r.get("prediction") or {}).get("answer") or "")}
+    open_answers = [r for r in recs.values() if not caught(r) and r["id"] not in hollow]
+    flags = {r["id"]: cols for r in open_answers
+             if (queries := cited_queries(r)) and all(cols := [coverage.unasked(r["question"], q) for q in queries])}
+    return hollow, flags
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index the runs were made on")
@@ -39,7 +51,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from rag.agent.critique import cited_for_values
     from rag.config import load_settings
     from rag.data import Warehouse
     from rag.data.coverage import Coverage
@@ -57,10 +68,8 @@ def main() -> None:
     found: list[str] = []
     for run in args.run:
         recs = records(run)
-        hollow = {k for k, r in recs.items() if cited_for_values((r.get("prediction") or {}).get("answer") or "")}
+        hollow, flags = today(recs, coverage)
         open_answers = [r for r in recs.values() if not caught(r) and r["id"] not in hollow]
-        flags = {r["id"]: cols for r in open_answers
-                 if (queries := cited_queries(r)) and all(cols := [coverage.unasked(r["question"], q) for q in queries])}
         answerable = [k for k in flags if not recs[k].get("should_refuse")]
         right = [k for k in answerable if ((recs[k].get("scores") or {}).get("data") or {}).get("key_facts_ok")]
         bad = [r for r in recs.values() if r.get("should_refuse")]

@@ -45,6 +45,8 @@ def test_an_answer_without_numbers_passes_and_citation_ids_are_not_numbers():
     ("The limit is EUR 50,000 [policies/credit_terms.md#000].", []),
     ("According to [policies/claims.md#000], claims over EUR 5,000 need approval.", []),
     ("The driver of S01754, the express that went missing, was [sql:1].", ["missing, was [sql:1]"]),  # a comma
+    ("Zephyr Chemicals S.L. has been a customer of ours since [sql:1].", ["ours since [sql:1]"]),  # a start date
+    ("Accounts have been on stop since [policies/credit_terms.md#001] says so.", []),  # not ending its clause
 ])
 def test_a_citation_standing_where_the_value_belongs_is_found(answer, hollow):
     assert cited_for_values(answer) == hollow

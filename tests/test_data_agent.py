@@ -541,6 +541,52 @@ def test_coverage_finds_a_query_that_returns_no_column_the_question_asks_about(c
     assert coverage.unasked("Who drove S00004?", "SELEC name FROM") == []  # does not parse: not checked
 
 
+def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
+    """A query that keeps rows by a value the question does not name answers another question ("a
+    temperature-controlled trailer" counted as express dangerous goods). A value the question names (an id, a
+    word, its root, an irregular past: "lose" for 'lost'), the column it names, a flag by its description
+    ("dangerous goods"), a value a shown passage states (a rule's "gold"), dates, and what does not parse pass."""
+    count = ("SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' "
+             "AND hazardous = TRUE")
+    assert coverage.invented("Was S00697 shipped in a temperature-controlled trailer?", count) == [
+        "service_level = 'express'", "hazardous = TRUE"]
+    assert coverage.invented("Was express shipment S00697 carrying dangerous goods?", count) == []
+    assert coverage.invented("What service level and hazardous flag did S00697 have?", count) == []
+    tier = ("SELECT COUNT(*) FROM shipments AS s JOIN carriers AS c ON s.carrier_id = c.carrier_id "
+            "WHERE s.hazardous AND c.contract_tier <> 'gold'")
+    question = "How many hazardous shipments went with carriers that may not carry them?"
+    assert coverage.invented(question, tier) == ["c.contract_tier <> 'gold'"]
+    assert coverage.invented(question, tier, "Only carriers with a gold contract tier may carry them.") == []
+    assert coverage.invented("How many shipments did we lose in 2024?",
+                             "SELECT COUNT(*) FROM shipments WHERE status = 'lost'") == []
+    assert coverage.invented("Which claims are open?", "SELECT claim_id FROM claims WHERE status IN ('open') "
+                             "AND reason LIKE '%damage%'") == ["reason LIKE '%damage%'"]
+    assert coverage.invented("How many shipments left in March?", "SELECT COUNT(*) FROM shipments WHERE "
+                             "shipped_on >= '2024-03-01' AND shipped_on < DATE '2024-04-01'") == []
+    assert coverage.invented("Who drove S00004?", "SELEC name FROM") == []
+
+
+def test_an_answer_from_a_query_filtered_by_a_value_nobody_gave_is_flagged(ops, checksum, coverage):
+    """critic_checks with "filters": flagged at once, with no model call and not written again; the columns check
+    leaves a row count alone."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    count = ("SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' "
+             "AND hazardous = TRUE")
+    answer = {"answer": "No, S00697 was not shipped in a temperature-controlled trailer [sql:1].", "cited_ids": ["sql:1"]}
+    for checks, flagged in (("numbers+citations+columns+filters", True), ("numbers+citations+columns", False)):
+        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": count}, answer]))  # no second answer, no critic output
+        data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+        agent = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))
+        pred = agent(question="Was S00697 shipped in a temperature-controlled trailer?")
+        assert pred.low_confidence is flagged and nodes(pred) == ["route", "sql", "answer", "critique"]
+        step = pred.trace.of("critique")[0]
+        assert step.tokens_in == 0 and step.verdict is (not flagged)
+        if flagged:
+            assert pred.critic_reason == step.reason and "service_level = 'express' and hazardous = TRUE" in step.reason
+
+
 def test_an_answer_from_a_column_the_question_does_not_ask_about_is_flagged(ops, checksum, coverage):
     """critic_checks with "columns": flagged at once, with no model call and not written again (rag.agent.critique)."""
     from rag.retrieval.retriever import Retriever

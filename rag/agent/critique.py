@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Four checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Five checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -26,6 +26,11 @@ Four checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   writer reads the nearest column there is, and the answer states its value as the thing asked ("The driver was
   Baltic Line Transport", from ``carriers.name``). Flagged at once, like a hollow citation: written again, the
   answer could only restate the same result.
+- ``filters`` (no model call): the query the answer cites keeps rows only by values the question or the passages
+  shown beside it mention (rag.data.coverage, :meth:`Critic.off_target`). Asked for what no column records ("a
+  temperature-controlled trailer"), the writer also invents a condition on a column there is
+  (``service_level = 'express' AND hazardous = TRUE``), and the answer reports the count of another question.
+  Flagged at once, like the columns check.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
 The default is ``numbers+citations+columns``: on the ops demo's hand labels the model's verdicts agreed with them
@@ -56,10 +61,10 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "model")  # joined with "+"
 # a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
 # where the value the sentence promises belongs
-_CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as)\s+(\[[^\]\n]{1,80}\])"
+_CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
                           r"(?=\s*(?:[.,;:)]|$|\band\b|\bwith\b))", re.I)
 ATTRIBUTION = {"stated", "described", "given", "shown", "listed", "set", "defined", "found", "mentioned", "explained",
                "noted", "specified", "outlined", "according", "per", "see", "written", "laid", "detailed", "covered",
@@ -102,21 +107,32 @@ class Critic(dspy.Module):
         return step.reason
 
     def off_target(self, question: str, cited: list[str], hits: list[Any], trace: Trace) -> str | None:
-        """Why the query results ``cited`` return none of what ``question`` asks about (a ``critique`` step says
-        so), or None; only with the ``columns`` check, over an index with tables (module docstring)."""
-        if "columns" not in self.checks or self.coverage is None:
+        """Why the query results ``cited`` do not answer ``question`` (a ``critique`` step says so), or None: every
+        cited query returns none of what it asks about (``columns``) or keeps rows by a value nobody gave
+        (``filters``); only over an index with tables (module docstring)."""
+        if not self.checks & {"columns", "filters"} or self.coverage is None:
             return None
         queries = [h.meta["sql"] for h in hits if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
-        stated = [self.coverage.unasked(question, sql) for sql in queries]
-        if not stated or not all(stated):
+        passages = " ".join(h.text for h in hits if not (getattr(h, "meta", None) or {}).get("sql"))
+        found = [self._misread(question, sql, passages) for sql in queries]
+        if not found or not all(found):
             return None
         step = trace.add(Step(node="critique", query=question))
-        step.notes.append("the columns the cited query returns checked against the question's words (no model call)")
+        step.notes.append("the query the answer cites checked against the question's words (no model call)")
         step.verdict = False
-        columns = "; ".join(dict.fromkeys(c for cols in stated for c in cols))
-        step.reason = (f"the query it rests on returns {columns}, and the question asks about none of these: the "
-                       "tables may not record what it asks")
+        step.reason = "; ".join(dict.fromkeys(reason for reasons in found for reason in reasons))
         return step.reason
+
+    def _misread(self, question: str, sql: str, passages: str) -> list[str]:
+        """What ``sql`` does that ``question`` did not ask for, as reasons; [] when nothing."""
+        reasons = []
+        if "columns" in self.checks and (columns := self.coverage.unasked(question, sql)):
+            reasons.append(f"the query it rests on returns {'; '.join(columns)}, and the question asks about none of "
+                           "these: the tables may not record what it asks")
+        if "filters" in self.checks and (conditions := self.coverage.invented(question, sql, passages)):
+            reasons.append(f"the query it rests on keeps only rows where {' and '.join(conditions)}, which neither "
+                           "the question nor the passages mention: it may answer another question")
+        return reasons
 
     def judge(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace,
               call: Callable[..., Any], max_chars: int | None = None) -> tuple[bool | None, str]:

@@ -28,6 +28,14 @@ is not checked. A column people ask about by another word ("arrive" for ``delive
 its description has that word (the tables' sidecar file, docs/guides/data.md). Written with the same blind questions
 in view, it was measured on two sets written after it: 11 more of 80 unanswerable questions flagged, and 3 flags on
 answers to answerable ones in eight runs, none of them right (benchmarks/results/critic_columns.md).
+
+A fourth reads the same query's conditions (:meth:`Coverage.invented`): asked about what no column records ("was it
+in a temperature-controlled trailer?"), the writer also keeps rows by a value nobody gave (``service_level =
+'express'``), and the count it returns answers another question. A condition that compares one column with text
+values or a true/false flag is flagged when the question names neither a value (a word of it, digits too, or its
+root) nor the column, a flag's description has no word of the question, and no passage shown beside the query
+states the value (a rule's "gold contract tier"). Dates and numbers are not read: questions and rules say them in
+words ("in Q3", "above the cap").
 """
 
 from __future__ import annotations
@@ -47,6 +55,10 @@ _NAME = re.compile(r"\b[A-Z][\w&'-]*(?:\s+(?:[A-Z][\w&'-]*|of|de|and))*(?<!\sof)
 _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+_DATE = re.compile(r"\d{4}-\d{2}")
+# the verbs whose past form names a status value and shares no root with them ("did we lose" for status = 'lost')
+IRREGULAR = {"lose": "lost", "pay": "paid", "send": "sent", "hold": "held", "buy": "bought", "sell": "sold",
+             "break": "broken", "take": "taken", "leave": "left", "write": "written"}
 DATE_SECONDS = 1.0  # per date column: a span that takes longer to read is left out
 
 
@@ -93,6 +105,22 @@ class Coverage:
         return found
 
 
+    def invented(self, question: str, sql: str, passages: str = "") -> list[str]:
+        """The conditions of ``sql`` that keep rows by a value neither ``question`` nor ``passages`` (the passages
+        shown beside the query) mentions (module docstring); [] when there are none or it does not parse."""
+        asked, said = _roots(question), set(words(passages))
+        question_words = set(words(question))
+        question_words |= {IRREGULAR[w] for w in question_words if w in IRREGULAR}
+        found = []
+        for column, values, condition in filters(sql):
+            about = " ".join(" ".join(v) for (_, c), v in self.columns.items() if c == column)
+            if _roots(column) & asked or (values is None and _roots(about) & asked):
+                continue  # the question names the column ("what status"), or a flag by its description
+            if values is not None and any(_mentioned(v, question_words, asked, said) for v in values):
+                continue
+            found.append(condition)
+        return found
+
     def unasked(self, question: str, sql: str) -> list[str]:
         """The columns ``sql`` returns, when none of them is what ``question`` asks about (module docstring); []
         when one is, or when the query returns no column of the tables (a row count) or does not parse."""
@@ -124,6 +152,40 @@ def returned_columns(sql: str) -> list[tuple[str, str]]:
         owners = [read[column.table.lower()]] if column.table.lower() in read else [] if column.table else read.values()
         found += [(t, column.name.lower()) for t in owners]
     return found
+
+
+def filters(sql: str) -> list[tuple[str, list[str] | None, str]]:
+    """(column, its text values or None for a true/false flag, the condition as written) of every condition of
+    ``sql`` (anywhere: WHERE, ON, HAVING, subqueries) that compares one column with text values or a boolean
+    (=, <>, IN, LIKE); dates and numbers are left out (the question and the rules give those as words: "in Q3", "the
+    cap"). [] when ``sql`` does not parse."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return []
+    found = []
+    for condition in tree.find_all(exp.EQ, exp.NEQ, exp.In, exp.Like, exp.ILike, bfs=False):
+        columns = list(condition.find_all(exp.Column))
+        if len(columns) != 1 or condition.find(exp.Select):
+            continue
+        texts = [v.this for v in condition.find_all(exp.Literal) if v.is_string]
+        flags = list(condition.find_all(exp.Boolean))
+        if texts and not all(_DATE.match(t) for t in texts):
+            found.append((columns[0].name.lower(), [t.replace("%", " ") for t in texts], condition.sql("duckdb")))
+        elif flags and not texts:
+            found.append((columns[0].name.lower(), None, condition.sql("duckdb")))
+    return found
+
+
+def _mentioned(value: str, question_words: set[str], asked: set[str], said: set[str]) -> bool:
+    """Whether a filter's text ``value`` is one the question names (a word of it, digits too: "S00004", or a root)
+    or one the passages state (every word of it: a rule's "gold")."""
+    toks = [w for w in words(value) if w not in STOP and len(w) >= 2]
+    return (any(t in question_words for t in toks) or bool(_roots(value) & asked)
+            or (bool(toks) and all(t in said for t in toks)))
 
 
 def _roots(text: str) -> set[str]:

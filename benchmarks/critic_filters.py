@@ -1,0 +1,84 @@
+"""The critic's filters check replayed on finished ``rag eval`` runs of the ops demo (no model call).
+
+    python benchmarks/critic_filters.py --index-dir $SIEVE_HOME/demo/ops/index \
+        --run benchmarks/results/eval-ops-unanswerable6-xeon ... --out benchmarks/results/critic_filters.md
+
+The check (rag.data.coverage.Coverage.invented, via rag.agent.critique.Critic.off_target) flags an answer whose cited
+query keeps rows by a value that neither the question nor the passages shown beside it mention ("Was S00697 shipped
+in a temperature-controlled trailer?" counted as ``service_level = 'express' AND hazardous = TRUE``). Per run:
+the answers today's default checks leave open (the recorded verdicts, with the citation and columns checks replayed
+on runs made before them), those the filters check flags, how many of them an answerable item got right anyway (its
+key facts in the answer: a false flag), and the unanswerable items refused or flagged by today's checks and with the
+filters check too (McNemar, paired). A run's questions marked ``--seen`` were in view when the check was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.critic_citations import caught, records  # noqa: E402
+from benchmarks.critic_columns import cited_queries, today  # noqa: E402
+from benchmarks.tables import emit, share, shown_path  # noqa: E402
+
+
+def shown_passages(record: dict, texts: dict[str, str]) -> str:
+    """The text of the passages the answerer was shown (cited or not), read from the index by their ids."""
+    p = record.get("prediction") or {}
+    return " ".join(texts.get(s["chunk_id"], "") for s in [*(p.get("sources") or []), *(p.get("uncited") or [])]
+                    if not s.get("sql"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index the runs were made on")
+    parser.add_argument("--run", type=Path, action="append", required=True, help="a finished run; repeatable")
+    parser.add_argument("--seen", action="append", default=[], help="a run (its folder name) whose questions were in "
+                        "view when the check was written; repeatable")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from rag.config import load_settings
+    from rag.data import Warehouse
+    from rag.data.coverage import Coverage
+    from rag.index.store import Index
+    from rag.stats.intervals import compare_paired
+
+    index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
+    coverage = Coverage.for_index(index, Warehouse(index.tables_path))
+    texts = {c.id: c.text for c in index.chunks}
+    lines = ["# The critic's filters check replayed on ops runs (no model call)", "",
+             f"Command: `python benchmarks/critic_filters.py --index-dir {shown_path(args.index_dir)} "
+             + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`", "",
+             "| run | check written with it in view | answered, not flagged by today's checks | the filters check "
+             "flags | of them answerable: key facts right (a false flag) / wrong | unanswerable refused or flagged: "
+             "today's checks -> with the filters check too |", "| --- | --- | --- | --- | --- | --- |"]
+    found: list[str] = []
+    for run in args.run:
+        recs = records(run)
+        hollow, columns = today(recs, coverage)
+        before = {k for k, r in recs.items() if caught(r) or k in hollow or k in columns}
+        flags = {r["id"]: conditions for r in recs.values() if r["id"] not in before
+                 and (queries := cited_queries(r))
+                 and all(conditions := [coverage.invented(r["question"], q, shown_passages(r, texts))
+                                        for q in queries])}
+        answerable = [k for k in flags if not recs[k].get("should_refuse")]
+        right = [k for k in answerable if ((recs[k].get("scores") or {}).get("data") or {}).get("key_facts_ok")]
+        bad = [r for r in recs.values() if r.get("should_refuse")]
+        steps = [[float(r["id"] in before) for r in bad], [float(r["id"] in before or r["id"] in flags) for r in bad]]
+        moved = (" -> ".join(share(int(sum(s)), len(bad)) for s in steps)
+                 + f" (p={compare_paired(steps[0], steps[1]).p:.3f})") if bad else "n/a"
+        lines.append(f"| `{run.name}` | {'yes' if run.name in args.seen else 'no'} | {len(recs) - len(before)} | "
+                     f"{len(flags)} | {len(right)} / {len(answerable) - len(right)} | {moved} |")
+        found += [f"- `{run.name}` `{k}` ({'unanswerable' if recs[k].get('should_refuse') else 'answerable'}"
+                  f"{', key facts right' if k in right else ''}): {recs[k]['question'][:90]} -> "
+                  f"{'; '.join(c for conds in v for c in conds)}" for k, v in flags.items()]
+    emit(lines + ["", "Answers the check flags:", "", *found], args.out)
+
+
+if __name__ == "__main__":
+    main()
