@@ -57,7 +57,9 @@ def port_of(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-def wait_for(condition, seconds: float = 10.0) -> bool:
+def wait_for(condition, seconds: float = 60.0) -> bool:
+    """Whether ``condition`` holds within ``seconds``; generous, since a loaded 2-core machine is slow, and a
+    condition that holds returns at once."""
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
@@ -205,7 +207,7 @@ def test_clients_that_hang_up_give_their_places_back(index, how):
             assert wait_for(lambda: runner.pending() == 9), runner.pending()
             for sock in [running, *waiting]:
                 sock.close()
-            assert wait_for(lambda: runner.pending() == 1, 5), f"{runner.pending()} still waiting or running"
+            assert wait_for(lambda: runner.pending() == 1, 30), f"{runner.pending()} still waiting or running"
             with client.stream("GET", "/api/stream", params={"question": ANSWERABLE}) as r:
                 lines = r.iter_lines()
                 first = next(json.loads(line[6:]) for line in lines if line.startswith("data: "))
