@@ -544,7 +544,7 @@ def test_coverage_finds_a_query_that_returns_no_column_the_question_asks_about(c
 def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
     """A query that keeps rows by a value the question does not name answers another question ("a
     temperature-controlled trailer" counted as express dangerous goods). A value the question names (an id, a
-    word, its root, an irregular past: "lose" for 'lost'), the column it names, a flag by its description
+    word, its root, its first five letters: "Belgian" for 'Belgium', an irregular past: "lose" for 'lost'), the column it names, a flag by its description
     ("dangerous goods"), a value a shown passage states (a rule's "gold"), dates, and what does not parse pass."""
     count = ("SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' "
              "AND hazardous = TRUE")
@@ -559,6 +559,8 @@ def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
     assert coverage.invented(question, tier, "Only carriers with a gold contract tier may carry them.") == []
     assert coverage.invented("How many shipments did we lose in 2024?",
                              "SELECT COUNT(*) FROM shipments WHERE status = 'lost'") == []
+    assert coverage.invented("How many Belgian customers do we have?",
+                             "SELECT COUNT(*) FROM customers WHERE country = 'Belgium'") == []
     assert coverage.invented("Which claims are open?", "SELECT claim_id FROM claims WHERE status IN ('open') "
                              "AND reason LIKE '%damage%'") == ["reason LIKE '%damage%'"]
     assert coverage.invented("How many shipments left in March?", "SELECT COUNT(*) FROM shipments WHERE "

@@ -32,8 +32,8 @@ answers to answerable ones in eight runs, none of them right (benchmarks/results
 A fourth reads the same query's conditions (:meth:`Coverage.invented`): asked about what no column records ("was it
 in a temperature-controlled trailer?"), the writer also keeps rows by a value nobody gave (``service_level =
 'express'``), and the count it returns answers another question. A condition that compares one column with text
-values or a true/false flag is flagged when the question names neither a value (a word of it, digits too, or its
-root) nor the column, a flag's description has no word of the question, and no passage shown beside the query
+values or a true/false flag is flagged when the question names neither a value (a word of it, digits too, its
+root, its first five letters: "Belgian" for 'Belgium') nor the column, a flag's description has no word of the question, and no passage shown beside the query
 states the value (a rule's "gold contract tier"). Dates and numbers are not read: questions and rules say them in
 words ("in Q3", "above the cap").
 """
@@ -56,6 +56,7 @@ _ACRONYM = re.compile(r"[A-Z]{2,5}s?")
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 _DATE = re.compile(r"\d{4}-\d{2}")
+PREFIX = 5  # letters a question's word and a filter's value share to match: a demonym and its country
 # the verbs whose past form names a status value and shares no root with them ("did we lose" for status = 'lost')
 IRREGULAR = {"lose": "lost", "pay": "paid", "send": "sent", "hold": "held", "buy": "bought", "sell": "sold",
              "break": "broken", "take": "taken", "leave": "left", "write": "written"}
@@ -181,10 +182,11 @@ def filters(sql: str) -> list[tuple[str, list[str] | None, str]]:
 
 
 def _mentioned(value: str, question_words: set[str], asked: set[str], said: set[str]) -> bool:
-    """Whether a filter's text ``value`` is one the question names (a word of it, digits too: "S00004", or a root)
-    or one the passages state (every word of it: a rule's "gold")."""
+    """Whether a filter's text ``value`` is one the question names (a word of it, digits too: "S00004"; its root; or
+    its first five letters: "Belgian" for 'Belgium') or one the passages state (every word of it: a rule's "gold")."""
     toks = [w for w in words(value) if w not in STOP and len(w) >= 2]
-    return (any(t in question_words for t in toks) or bool(_roots(value) & asked)
+    prefixes = {w[:PREFIX] for w in question_words if len(w) >= PREFIX}
+    return (any(t in question_words or t[:PREFIX] in prefixes for t in toks) or bool(_roots(value) & asked)
             or (bool(toks) and all(t in said for t in toks)))
 
 
