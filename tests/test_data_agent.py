@@ -311,9 +311,12 @@ def test_rag_eval_scores_the_route_the_sql_and_the_critic(ops, checksum):
 
     from rag.report.markdown import data_route_section
 
+    assert [s["data"]["critic_check"] for s in scores] == [None, "model"]  # the check that flagged it
+    records = [{"scores": s} for s in scores]
     report = "\n".join(data_route_section([{"dir": Path("ops"), "summary": {**summary, "n_done": 2, "n_selected": 2},
-                                            "records": []}]))
+                                            "records": records}]))
     assert "## Data route (router, SQL, critic)" in report and "### route data (items: 2)" in report
+    assert "### Critic flags by check" in report and "| `model` | 1 / 0 / 0 |" in report
     assert "| Routing accuracy (docs / data / both) | 50.0% [" in report
     assert "| Guard rejections (of statements) | 33.3% [" in report
 
@@ -585,6 +588,7 @@ def test_an_answer_from_a_query_filtered_by_a_value_nobody_gave_is_flagged(ops, 
         assert pred.low_confidence is flagged and nodes(pred) == ["route", "sql", "answer", "critique"]
         step = pred.trace.of("critique")[0]
         assert step.tokens_in == 0 and step.verdict is (not flagged)
+        assert step.check == ("filters" if flagged else "numbers")
         if flagged:
             assert pred.critic_reason == step.reason and "service_level = 'express' and hazardous = TRUE" in step.reason
 

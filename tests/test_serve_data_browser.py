@@ -208,6 +208,7 @@ def test_a_data_question_shows_its_route_sql_and_critique_and_the_result_as_a_so
     critique = page.locator("#timeline li.step-critique")
     assert critique.locator(".node").text_content() == "Critic"
     assert critique.locator(".badge").inner_text() == "GROUNDED"
+    assert critique.locator(".muted").inner_text().strip() == "model check"  # the check that gave the verdict
     assert critique.locator(".reason").inner_text() == "reason: every claim is supported"
     assert critique.locator(".ids .chunk").all_inner_texts() == ["sql:1"]
 

@@ -90,7 +90,7 @@ class Critic(dspy.Module):
             return None
         step = trace.add(Step(node="critique", query=question))
         step.notes.append("the question checked against the names and dates the index holds (no model call)")
-        step.verdict, step.reason = False, "; ".join(gaps)
+        step.verdict, step.reason, step.check = False, "; ".join(gaps), "coverage"
         return step.reason
 
     def hollow(self, question: str, answer: str, trace: Trace) -> str | None:
@@ -102,7 +102,7 @@ class Critic(dspy.Module):
             return None
         step = trace.add(Step(node="critique", query=question))
         step.notes.append("the answer checked for a citation standing where its value belongs (no model call)")
-        step.verdict = False
+        step.verdict, step.check = False, "citations"
         step.reason = f"it gives a citation where a value belongs ({'; '.join(spans)}), not the value"
         return step.reason
 
@@ -120,18 +120,20 @@ class Critic(dspy.Module):
         step = trace.add(Step(node="critique", query=question))
         step.notes.append("the query the answer cites checked against the question's words (no model call)")
         step.verdict = False
-        step.reason = "; ".join(dict.fromkeys(reason for reasons in found for reason in reasons))
+        step.check = "+".join(dict.fromkeys(check for reasons in found for check, _ in reasons))
+        step.reason = "; ".join(dict.fromkeys(reason for reasons in found for _, reason in reasons))
         return step.reason
 
-    def _misread(self, question: str, sql: str, passages: str) -> list[str]:
-        """What ``sql`` does that ``question`` did not ask for, as reasons; [] when nothing."""
+    def _misread(self, question: str, sql: str, passages: str) -> list[tuple[str, str]]:
+        """What ``sql`` does that ``question`` did not ask for, as (check, reason); [] when nothing."""
         reasons = []
         if "columns" in self.checks and (columns := self.coverage.unasked(question, sql)):
-            reasons.append(f"the query it rests on returns {'; '.join(columns)}, and the question asks about none of "
-                           "these: the tables may not record what it asks")
+            reasons.append(("columns", f"the query it rests on returns {'; '.join(columns)}, and the question asks "
+                                       "about none of these: the tables may not record what it asks"))
         if "filters" in self.checks and (conditions := self.coverage.invented(question, sql, passages)):
-            reasons.append(f"the query it rests on keeps only rows where {' and '.join(conditions)}, which neither "
-                           "the question nor the passages mention: it may answer another question")
+            reasons.append(("filters", f"the query it rests on keeps only rows where {' and '.join(conditions)}, "
+                                       "which neither the question nor the passages mention: it may answer another "
+                                       "question"))
         return reasons
 
     def judge(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace,
@@ -145,11 +147,12 @@ class Critic(dspy.Module):
             missing = unsupported_numbers(answer, [question, *(h.text for h in evidence)])
             step.notes.append("numbers checked against the question and the cited evidence (no model call)")
             if missing:
-                step.verdict = False
+                step.verdict, step.check = False, "numbers"
                 step.reason = (f"states {', '.join(missing)}, which neither the question nor the evidence it cites "
                                "holds")
                 return False, step.reason
         if "model" not in self.checks:
+            step.check = "numbers" if "numbers" in self.checks else None
             step.verdict, step.reason = True, ("every number it states is in the question or the evidence"
                                                if "numbers" in self.checks else "no check of its claims asked for")
             return True, step.reason
@@ -166,7 +169,7 @@ class Critic(dspy.Module):
             step.notes.append(f"critic output unusable ({problem}); the answer is returned unchecked")
             return None, ""
         step.record(stats)
-        step.verdict = bool(pred.grounded)
+        step.verdict, step.check = bool(pred.grounded), "model"
         step.reason = " ".join(str(pred.reason or "").split()) or None
         return step.verdict, step.reason or "the critic found a claim the evidence does not state"
 

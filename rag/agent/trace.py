@@ -54,6 +54,7 @@ class Step:
     route: str | None = None  # route: docs, data or both
     sql: str | None = None  # sql: the statement as written by the model
     result: dict[str, Any] | None = None  # sql: the statement run, its columns, rows, truncated; its evidence id
+    check: str | None = None  # critique: the critic's check that gave the verdict (rag.agent.critique.CHECKS, coverage)
     latency_ms: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -141,7 +142,7 @@ class Trace:
                 if s.result:
                     lines.extend(f"   {line}" for line in str(s.result.get("text", "")).splitlines()[:12])
             elif s.node == "critique":
-                verdict = "GROUNDED" if s.verdict else "NOT GROUNDED"
+                verdict = ("GROUNDED" if s.verdict else "NOT GROUNDED") + (f" ({s.check})" if s.check else "")
                 lines.append(f"{head} {verdict} reason={s.reason!r}{cost}")
             else:
                 cited = [with_page(c, pages) for c in s.chosen_ids]

@@ -13,6 +13,7 @@ or both), and a data or both item gives ``gold_sql`` with its ``gold_result`` (r
                           = of those, the corrected statement ran
   guard rejection rate    statements the guard refused / statements written
   critic flag rate        answers flagged low_confidence / answered items the critic checked
+                          (rag report counts the flags per check: flags_by_check)
   unanswerable caught     unanswerable items refused or flagged low_confidence / unanswerable items
   key-fact accuracy       answered answerable items whose answer holds every key fact (digits' thousands
                           separators aside) / answerable items with key facts (a refusal = wrong)
@@ -39,6 +40,7 @@ def score_data(item: Any, prediction: Mapping[str, Any] | None) -> dict[str, Any
     gold = meta.get("gold_result")
     answered = not prediction["refused"]
     facts = [str(f) for f in meta.get("key_facts") or []]
+    critiques = [s for s in steps if s["node"] == "critique"]
     return {"routed": True, "route": route.get("route"), "route_gold": meta.get("route"),
             "sql_asked": bool(sqls), "sql_ran": ran is not None, "sql_corrected": len(sqls) > 1,
             "sql_statements": sum(1 for s in sqls if s.get("sql")),
@@ -46,6 +48,8 @@ def score_data(item: Any, prediction: Mapping[str, Any] | None) -> dict[str, Any
             "exec_correct": None if gold is None else bool(ran and same_rows(ran["result"]["rows"], gold)),
             "critiqued": any(s["node"] == "critique" for s in steps),
             "low_confidence": bool(prediction.get("low_confidence")),
+            "critic_check": (critiques[-1].get("check") or "not recorded") if prediction.get("low_confidence")
+            and critiques else None,
             "caught": bool(prediction["refused"] or prediction.get("low_confidence")) if item.should_refuse else None,
             "key_facts_ok": (None if item.should_refuse or not facts
                              else bool(answered and all(_norm(f) in _norm(prediction["answer"]) for f in facts)))}
@@ -75,6 +79,20 @@ def add_data_metrics(m: Any, scores: Sequence[Mapping[str, Any]], per: Callable[
             "no unanswerable items")
     m.share("key_fact_accuracy", per(lambda s: d(s)["key_facts_ok"], lambda s: d(s).get("key_facts_ok") is not None),
             "no answerable items with key facts")
+
+
+def flags_by_check(scores: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per critic check (the trace's last critique step: rag.agent.critique), the answers it flagged
+    low_confidence: on unanswerable items, and on answerable ones with their key facts right (a false flag) or not;
+    {} when none was flagged."""
+    found: dict[str, dict[str, int]] = {}
+    for s in scores:
+        d = s.get("data") or {}
+        if not d.get("critic_check"):
+            continue
+        row = found.setdefault(d["critic_check"], {"unanswerable": 0, "right": 0, "wrong": 0})
+        row["unanswerable" if d.get("caught") is not None else "right" if d.get("key_facts_ok") else "wrong"] += 1
+    return dict(sorted(found.items()))
 
 
 def route_groups(scores: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:

@@ -174,6 +174,7 @@ def data_route_section(runs: Sequence[dict[str, Any]]) -> list[str]:
              "Only for an index with tables (rag.eval.data_metrics). SQL execution accuracy: the statement that ran "
              "returned the gold rows; key-fact accuracy: the answer holds every key fact of the item (a refusal "
              "counts as wrong).", "", *metric_table(runs, DATA_ROWS), ""]
+    lines += _flags_section(runs)
     routes = [t for t in ("docs", "data", "both") if any(t in r["summary"].get("by_route", {}) for r in runs)]
     routes += sorted({t for r in runs for t in r["summary"].get("by_route", {})} - set(routes))
     for route in routes:
@@ -186,6 +187,23 @@ def data_route_section(runs: Sequence[dict[str, Any]]) -> list[str]:
         n = " / ".join(str((sub or {}).get("n", 0)) for sub in subs)
         lines += [f"### route {route} (items: {n})", "", *_table(["Metric", *(_name(r) for r in runs)], rows), ""]
     return lines
+
+
+def _flags_section(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Which critic check flagged the answers returned low_confidence, per run (rag.eval.data_metrics.flags_by_check)."""
+    from rag.eval.data_metrics import flags_by_check
+
+    counts = [flags_by_check([rec.get("scores") or {} for rec in r.get("records") or []]) for r in runs]
+    checks = sorted({c for found in counts for c in found})
+    if not checks:
+        return []
+    cell = lambda f: (f"{f['unanswerable']} / {f['right']} / {f['wrong']}" if f else "0")  # noqa: E731
+    rows = [[f"`{c}`", *(cell(found.get(c)) for found in counts)] for c in checks]
+    return ["### Critic flags by check", "",
+            "Answers flagged low_confidence, by the check that flagged them (the trace's last critique step; "
+            "\"not recorded\" for runs made before the step named its check): unanswerable items / answerable items "
+            "with every key fact right (a false flag) / answerable items with a key fact wrong or none given.", "",
+            *_table(["Check", *(_name(r) for r in runs)], rows), ""]
 
 
 def paired_sections(runs: Sequence[dict[str, Any]]) -> list[str]:

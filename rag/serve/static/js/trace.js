@@ -125,7 +125,8 @@ function body(s, ctx) {
               s.result ? el("div", {}, `[${s.result.id}] `, sqlResult(s.result))
                        : el("div", { class: "reason" }, "not run: ", s.reason || "")];
     case "critique":
-      return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "GROUNDED" : "NOT GROUNDED")),
+      return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "GROUNDED" : "NOT GROUNDED"),
+                      s.check ? el("span", { class: "muted" }, ` ${s.check} check`) : ""),
               el("div", { class: "reason" }, "reason: ", s.reason || ""), el("div", {}, "checked against: ", ids(s.shown_ids, ctx))];
     case "refuse":
       return [el("p", { class: "answer-text" }, s.answer || ""), el("div", { class: "reason" }, "reason: ", s.reason || ""),
