@@ -317,6 +317,12 @@ def test_rag_eval_scores_the_route_the_sql_and_the_critic(ops, checksum):
                                             "records": records}]))
     assert "## Data route (router, SQL, critic)" in report and "### route data (items: 2)" in report
     assert "### Critic flags by check" in report and "| `model` | 1 / 0 / 0 |" in report
+
+    from rag.report.analysis import critic_flags
+    from rag.report.runset import Run
+
+    frame = critic_flags([Run("full", Path("ops"), {}, summary, records)])
+    assert frame.to_dict("records") == [{"config": "full", "check": "model", "unanswerable": 1, "right": 0, "wrong": 0}]
     assert "| Routing accuracy (docs / data / both) | 50.0% [" in report
     assert "| Guard rejections (of statements) | 33.3% [" in report
 

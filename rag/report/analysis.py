@@ -24,7 +24,7 @@ from rag.report.runset import as_list as _runs
 from rag.report.trace_view import is_right, outcome, render_trace
 from rag.stats.intervals import bootstrap, wilson
 
-__all__ = ["ENV_RUNS", "Run", "RunSet", "default_paths", "load_runs", "load_runs_or_empty", "items_frame",
+__all__ = ["ENV_RUNS", "Run", "RunSet", "default_paths", "load_runs", "load_runs_or_empty", "items_frame", "critic_flags",
            "steps_frame", "metric_values", "metric_intervals", "metric_table", "grader_confusion", "refusal_outcomes",
            "failures", "failure_counts", "latency_by_node", "render_trace", "render_failures", "record", "outcome",
            "is_right"]
@@ -228,6 +228,17 @@ def by_route(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
                          **{labels[key][0]: fmt_ci(sub["metrics"].get(key), labels[key][1], why.get(key), ci.get(key))
                             .replace("—", "n/a") for key in ROUTE_ROWS}})
     return pd.DataFrame(rows, columns=["config", "route", "n", *(labels[key][0] for key in ROUTE_ROWS)])
+
+
+def critic_flags(runs: RunSet | Sequence[Run]) -> pd.DataFrame:
+    """Per run and critic check: the answers it flagged low_confidence on unanswerable items, and on answerable ones
+    with every key fact right (a false flag) or not (rag.eval.data_metrics.flags_by_check). Empty when no run's
+    critic flagged an answer, or its runs were made before the trace named the check."""
+    from rag.eval.data_metrics import flags_by_check
+
+    rows = [{"config": r.name, "check": check, **counts}
+            for r in _runs(runs) for check, counts in flags_by_check([rec["scores"] for rec in r.records]).items()]
+    return pd.DataFrame(rows, columns=["config", "check", "unanswerable", "right", "wrong"])
 
 
 def failures(runs: RunSet | Sequence[Run], diagnosis: str | Sequence[str] | None = None) -> pd.DataFrame:
