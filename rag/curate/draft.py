@@ -36,7 +36,7 @@ from typing import Any
 from rag.curate.plan import Planned, draftable, parse_types, plan_draft
 from rag.errors import InputError, ModelError
 from rag.ingest.chunking import Chunk
-from rag.ingest.jsonl import dump_json, split_lines
+from rag.ingest.jsonl import append_json_line, split_lines
 
 NOT_COVERED = "Not covered by the indexed documents."
 MAX_PASSAGE_CHARS = 3000  # of one passage shown to the drafting or labelling model
@@ -99,13 +99,6 @@ def read_lines(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
 def _same_options(params: Mapping[str, Any]) -> dict[str, Any]:
     """The options a resumed draft must share (the index by its corpus fingerprint, wherever it lies now)."""
     return {k: v for k, v in params.items() if k != "index"}
-
-
-def _append(path: Path, record: Mapping[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(dump_json(record, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 @dataclass
@@ -176,11 +169,11 @@ def draft_set(retriever: Any, out: str | Path, *, n: int = 60, mix: Mapping[str,
         rec = {**rec, "drafted_by": specs["answerer"], "labelled_by": specs["judge"], "prompt_version": version,
                "draft": params}
         if "dropped" in rec:
-            _append(dropped_path(out), rec)
+            append_json_line(dropped_path(out), rec)
             result.dropped.append(rec)
             log(f"[{i}/{len(plan)}] {p.id}: dropped ({rec['dropped']})")
         else:
-            _append(out, rec)
+            append_json_line(out, rec)
             result.kept.append(rec)
             log(f"[{i}/{len(plan)}] {p.id} {p.type}: kept, {len(rec['relevant_chunk_ids'])} of {len(rec['pool'])} "
                 "pooled passages relevant")

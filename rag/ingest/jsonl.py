@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,3 +52,21 @@ def dump_json(data: object, **kwargs) -> str:
         return value
 
     return json.dumps(finite(data), allow_nan=False, **kwargs)
+
+
+def append_json_line(path: str | Path, record: object) -> None:
+    """Append ``record`` to ``path`` as one JSON line, fsynced; a failed write (a full disk) is cut back, so no torn
+    line stays to break the file's next reader."""
+    data = (dump_json(record, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    start = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError:
+        os.ftruncate(fd, start)
+        raise
+    finally:
+        os.close(fd)
