@@ -400,6 +400,28 @@ def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, 
     assert data["sources"][0]["sql"] == ran and data["sources"][0]["rows"] == [[n]]
 
 
+def test_rag_ask_keeps_the_statement_that_ran_as_a_labelled_example(ops, checksum, tmp_path, monkeypatch):
+    """--keep-sql FILE: the question and the statement that ran (the guard's LIMIT left out) with its rows, in split
+    train; the same question is not kept twice; it asks first, so without a terminal it wants --yes; and the file
+    works as sql_examples at once."""
+    n = open_claims(ops)
+    replies = {"- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
+               "- cited_ids (": {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}}
+    kept = tmp_path / "mine" / "sql.jsonl"
+    _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept))
+    assert "pass --yes" in str(out.exception) and not out.stdout and not kept.exists()  # no terminal: before answering
+    _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept), "--yes")
+    assert out.exit_code == 0, out.output
+    assert out.stdout.startswith(f"{n} claims are open [sql:1].") and "Kept as kept-" in out.stderr
+    [item] = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert item["question"] == "How many claims are open?" and item["split"] == "train" and item["route"] == "data"
+    assert item["gold_sql"] == "SELECT COUNT(*) AS n FROM claims WHERE status = 'open'" and item["gold_result"] == [[n]]
+    _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept), "--yes")
+    assert "already holds this question" in str(out.exception) and len(kept.read_text().splitlines()) == 1
+    _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--set", f"sql_examples={kept}", "--trace")
+    assert out.exit_code == 0 and f"shown the 1 labelled queries most like it: {item['id']}" in out.stderr
+
+
 def test_the_router_and_the_sql_writer_compile_against_their_labels_without_a_judge(ops, checksum, tmp_path,
                                                                                    monkeypatch):
     """rag compile --roles router,sql on the demo's golden set: scored by the route labels and by running each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +18,7 @@ from rag.cli.common import (
     load_retriever,
     settings_from,
 )
+from rag.errors import InputError
 
 SHOWN_ROWS = 5  # rows of a SQL result printed under its source
 
@@ -37,6 +39,8 @@ def ask(
     sets: Optional[list[str]] = typer.Option(None, "--set", help="Any setting as key=value, e.g. --set grader_model=groq/openai/gpt-oss-20b."),
     where: Optional[list[str]] = typer.Option(None, "--where", help="Search only passages whose metadata matches, e.g. --where category=travel (repeat, or comma-separate values)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Say on stderr which prompts and models run, and why compiled artifacts were used or skipped."),
+    keep_sql: Optional[Path] = typer.Option(None, "--keep-sql", help="After the answer, keep the question and the SQL statement that ran as a labelled example in this JSONL (asks first); use the file as sql_examples."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --keep-sql: keep without asking."),
 ) -> None:
     """Answer a question from the indexed documents, with numbered sources, or refuse.
 
@@ -56,6 +60,8 @@ def ask(
 
         rag ask "How many open claims exceed the amount that requires manager approval?" --index-dir ops/index
 
+        rag ask "How many claims are open?" --index-dir ops/index --keep-sql my_sql.jsonl   # then --set sql_examples=my_sql.jsonl
+
     An index built with tables (rag index, rag demo ops) routes each question to the documents, the tables or
     both; answers cite SQL results as [sql:1], shown with their statement, and the grounding critic flags an
     answer whose claims the evidence does not state as low confidence.
@@ -64,6 +70,9 @@ def ask(
     at_least(1, k=k)
     at_least(0, max_rewrites=max_rewrites)
     check_readable(index_dir, "--index-dir")  # before the index or any model loads
+    if keep_sql is not None and not yes and not sys.stdin.isatty():
+        raise InputError("--keep-sql asks before it keeps a statement, and stdin is not a terminal; pass --yes to keep "
+                         "it without asking")
     settings = settings_from(sets, mode=mode, top_k=k, max_rewrites=max_rewrites, reflection=reflection,
                          index_dir=index_dir, artifact=artifact, cache=False if no_cache else None)
     # The index, its search libraries and the query encoder load while DSPy is imported and the LMs are made.
@@ -92,8 +101,34 @@ def ask(
         data = answer.to_dict()
         data["artifact"] = agent.program.artifact.name if agent.program.artifact else None
         typer.echo(dump_json(data, indent=2, ensure_ascii=False))
-        return
-    print_answer(pred)
+    else:
+        print_answer(pred)
+    if keep_sql is not None:
+        keep(question, pred, keep_sql, ask=not yes)
+
+
+def keep(question: str, pred, path: Path, *, ask: bool) -> None:
+    """Keep the statement that answered ``question`` in ``path`` as a labelled SQL example (rag.data.labelled), after
+    asking on stderr unless ``ask`` is False."""
+    from rag.data.labelled import keep_example, kept_statement
+
+    ran = next((s for s in reversed(pred.trace.steps) if s.node == "sql" and s.result), None)
+    if ran is None:
+        raise InputError("--keep-sql: no SQL statement ran for this question, so there is nothing to keep (an index "
+                         "with tables routes data questions to them: rag index --help)")
+    statement = kept_statement(ran.sql, ran.result["sql"])
+    rows = None if ran.result.get("truncated") else ran.result["rows"]
+    if ask:
+        err(f"\nStatement: {statement}")
+        err("".join(f"  {' | '.join(map(str, row))}\n" for row in ran.result["rows"][:SHOWN_ROWS]).rstrip("\n")
+            or "  (no rows)")
+        if not typer.confirm(f"Keep it as a labelled example in {path}?", default=False, err=True):
+            err("Not kept.")
+            return
+    route = next((s.route for s in pred.trace.steps if s.node == "route"), None)
+    item_id = keep_example(path, question, statement, rows, route, answer=pred.answer)
+    err(f"Kept as {item_id} in {path} (split train). The SQL writer sees it with --set sql_examples={path}, or "
+        "sql_examples in sieve.toml (docs/guides/data.md).")
 
 
 def print_answer(pred) -> None:

@@ -15,6 +15,9 @@ query encoder, so no other model is loaded and no model is called:
   the one asked, shown to the SQL writer with their gold statements as demos (the schema left out: the prompt shows
   it already). A 1.5B model that does not know how this warehouse computes an on-time rate or a late claim copies
   it from the nearest example. Results: benchmarks/results/sql_examples.md.
+
+:func:`keep_example` (``rag ask --keep-sql FILE``) writes such a label from an answer the user found right: the
+question and the statement that ran, in split ``train``, so the user's own questions teach the writer their tables.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from rag.errors import InputError
 
 ROUTES = ("docs", "data", "both")
+KEPT_SPLIT = "train"  # the split rag ask --keep-sql writes to: sql_example_splits' default reads it
 STEPS = 300  # full-batch gradient steps of the fit (on the ops labels the loss moves 0.0003 in the last 50)
 RATE = 2.0  # the step size; the inputs are unit vectors
 L2 = 1.0  # the weight penalty, as 1 / (L2 * n) per item
@@ -128,6 +132,56 @@ class SQLExamples:
         return [i["id"] for i in nearest], [dspy.Example(question=i["question"], documents="", previous="",
                                                          sql=i["gold_sql"]).with_inputs("question", "documents", "previous")
                                             for i in nearest]
+
+
+def keep_example(path: str | Path, question: str, sql: str, rows: list[list[Any]] | None, route: str | None,
+                 answer: str = "") -> str:
+    """Append ``question`` and its ``sql`` to ``path`` (created when missing) as a labelled example in split
+    ``KEPT_SPLIT``, with ``rows`` as its gold result when they are all of it (None: truncated); its id. An
+    InputError when ``path`` already holds the question, in any split (edit or delete that line instead), or is not
+    a golden JSONL."""
+    import datetime as dt
+    import hashlib
+
+    from rag.ingest.jsonl import append_json_line
+
+    file = Path(path).expanduser()
+    if file.exists():  # any split: a question of the split you report on must not become an example
+        from rag.ingest.jsonl import json_lines
+
+        asked = " ".join(question.split()).lower()
+        for _, where, rec in json_lines(file, missing="does not exist"):
+            if not isinstance(rec, dict):
+                raise InputError(f"{where}: expected an object with a \"question\"; keep examples in a file of "
+                                 "their own")
+            if " ".join(str(rec.get("question") or "").split()).lower() == asked:
+                raise InputError(f"{where}: already holds this question (split {rec.get('split')!r}); edit or "
+                                 "delete that line to change its statement")
+    file.parent.mkdir(parents=True, exist_ok=True)
+    item_id = "kept-" + hashlib.sha1(question.encode("utf-8")).hexdigest()[:10]
+    record = {"id": item_id, "type": "answerable", "split": KEPT_SPLIT, "question": question,
+              "reference_answer": answer, "should_refuse": False, "evidence": [], "route": route or "data",
+              "key_facts": [], "gold_sql": sql, "kept_on": dt.date.today().isoformat()}
+    if rows is not None:
+        record["gold_result"] = rows
+    append_json_line(file, record)
+    return item_id
+
+
+def kept_statement(written: str | None, ran: str) -> str:
+    """The statement to keep: the one that ran (after the guard and any schema repair), without the LIMIT the guard
+    added when the writer wrote none (an example would teach it to every query)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(ran, read="duckdb")
+        had_limit = written is not None and sqlglot.parse_one(written, read="duckdb").args.get("limit") is not None
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return ran
+    if isinstance(tree, exp.Query) and not had_limit:
+        tree.set("limit", None)
+    return tree.sql(dialect="duckdb")
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
