@@ -33,9 +33,9 @@ A fourth reads the same query's conditions (:meth:`Coverage.invented`): asked ab
 in a temperature-controlled trailer?"), the writer also keeps rows by a value nobody gave (``service_level =
 'express'``), and the count it returns answers another question. A condition that compares one column with text
 values or a true/false flag is flagged when the question names neither a value (a word of it, digits too, its
-root, its first five letters: "Belgian" for 'Belgium') nor the column, a flag's description has no word of the question, and no passage shown beside the query
-states the value (a rule's "gold contract tier"). Dates and numbers are not read: questions and rules say them in
-words ("in Q3", "above the cap").
+root, or its first five letters: "Belgian" for 'Belgium') nor the column, a flag's description has no word of the
+question, and no passage shown beside the query states the value (a rule's "gold contract tier"). Dates and
+numbers are not read: questions and rules say them in words ("in Q3", "above the cap").
 """
 
 from __future__ import annotations
@@ -105,7 +105,6 @@ class Coverage:
                       for year in sorted({int(y) for y in _YEAR.findall(question)}) if not first <= year <= last]
         return found
 
-
     def invented(self, question: str, sql: str, passages: str = "") -> list[str]:
         """The conditions of ``sql`` that keep rows by a value neither ``question`` nor ``passages`` (the passages
         shown beside the query) mentions (module docstring); [] when there are none or it does not parse."""
@@ -156,10 +155,10 @@ def returned_columns(sql: str) -> list[tuple[str, str]]:
 
 
 def filters(sql: str) -> list[tuple[str, list[str] | None, str]]:
-    """(column, its text values or None for a true/false flag, the condition as written) of every condition of
-    ``sql`` (anywhere: WHERE, ON, HAVING, subqueries) that compares one column with text values or a boolean
-    (=, <>, IN, LIKE); dates and numbers are left out (the question and the rules give those as words: "in Q3", "the
-    cap"). [] when ``sql`` does not parse."""
+    """(column, its text values or None for a true/false flag, the condition as sqlglot writes it) of every
+    condition of ``sql`` (anywhere: WHERE, ON, HAVING, subqueries) that compares one column with text values or a
+    boolean (=, <>, IN, LIKE); dates and numbers are left out (the question and the rules give those as words: "in
+    Q3", "the cap"). [] when ``sql`` does not parse."""
     import sqlglot
     from sqlglot import exp
 
