@@ -9,7 +9,8 @@ in a temperature-controlled trailer?" counted as ``service_level = 'express' AND
 the answers today's default checks leave open (the recorded verdicts, with the citation and columns checks replayed
 on runs made before them), those the filters check flags, how many of them an answerable item got right anyway (its
 key facts in the answer: a false flag), and the unanswerable items refused or flagged by today's checks and with the
-filters check too (McNemar, paired). A run's questions marked ``--seen`` were in view when the check was written.
+filters check too (McNemar, paired), and those of the runs not marked ``--seen`` (their questions were not in view
+when the check was written) pooled.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> None:
              "flags | of them answerable: key facts right (a false flag) / wrong | unanswerable refused or flagged: "
              "today's checks -> with the filters check too |", "| --- | --- | --- | --- | --- | --- |"]
     found: list[str] = []
+    pooled: list[list[float]] = [[], []]  # the unanswerable items of the runs not --seen: today's checks, + filters
     for run in args.run:
         recs = records(run)
         hollow, columns = today(recs, coverage)
@@ -70,6 +72,9 @@ def main() -> None:
         right = [k for k in answerable if ((recs[k].get("scores") or {}).get("data") or {}).get("key_facts_ok")]
         bad = [r for r in recs.values() if r.get("should_refuse")]
         steps = [[float(r["id"] in before) for r in bad], [float(r["id"] in before or r["id"] in flags) for r in bad]]
+        if run.name not in args.seen:
+            pooled[0] += steps[0]
+            pooled[1] += steps[1]
         moved = (" -> ".join(share(int(sum(s)), len(bad)) for s in steps)
                  + f" (p={compare_paired(steps[0], steps[1]).p:.3f})") if bad else "n/a"
         lines.append(f"| `{run.name}` | {'yes' if run.name in args.seen else 'no'} | {len(recs) - len(before)} | "
@@ -77,6 +82,9 @@ def main() -> None:
         found += [f"- `{run.name}` `{k}` ({'unanswerable' if recs[k].get('should_refuse') else 'answerable'}"
                   f"{', key facts right' if k in right else ''}): {recs[k]['question'][:90]} -> "
                   f"{'; '.join(c for conds in v for c in conds)}" for k, v in flags.items()]
+    if pooled[0]:
+        lines.append(f"| all runs not seen, pooled | no | | | | {share(int(sum(pooled[0])), len(pooled[0]))} -> "
+                     f"{share(int(sum(pooled[1])), len(pooled[1]))} (p={compare_paired(*pooled).p:.3f}) |")
     emit(lines + ["", "Answers the check flags:", "", *found], args.out)
 
 
