@@ -27,7 +27,10 @@ from rag.stats.intervals import compare_paired  # noqa: E402
 SETS = [("golden/ops_routes.jsonl", None, False, "route-labelled questions, all answerable (written blind)"),
         ("golden/ops_unanswerable.jsonl", "blind", True, "blind unanswerable questions (the rules were written with them in view)"),
         ("golden/ops_unanswerable.jsonl", "blind2", True, "blind unanswerable questions written after the rules"),
-        ("golden/ops_unanswerable.jsonl", "blind3", True, "the same, a brief asking for more single values")]
+        ("golden/ops_unanswerable.jsonl", "blind3", True, "the same, a brief asking for more single values"),
+        *(("golden/ops_unanswerable.jsonl", f"blind{n}", True, "blind unanswerable questions written later")
+          for n in range(4, 9)),
+        ("golden/ops_sql_blind.jsonl", None, False, "blind data questions with gold SQL, all answerable")]
 
 
 def main() -> None:
