@@ -174,7 +174,7 @@ class Settings:
     # query keeps rows only by values the question or the passages mention (not service_level = 'express' for "a
     # temperature-controlled trailer"; else flagged at once) (all four no model call); "model" = the GroundingCritic
     # signature on the grader's model, run when the numbers pass
-    critic_checks: str = "numbers+citations+columns"
+    critic_checks: str = "numbers+citations+columns+filters"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
     # passages once, and the block once per process); "before" the passages, each role its own; or "after" them
@@ -246,7 +246,7 @@ class Settings:
         checks = self.critic_checks.split("+")
         if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
             raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
-                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns\"")
+                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters\"")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):

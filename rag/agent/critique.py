@@ -33,9 +33,9 @@ Five checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   Flagged at once, like the columns check.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
-The default is ``numbers+citations+columns``: on the ops demo's hand labels the model's verdicts agreed with them
-less than chance (benchmarks/results/critic_checks.md); what the columns check adds:
-benchmarks/results/critic_columns.md.
+The default is ``numbers+citations+columns+filters``: on the ops demo's hand labels the model's verdicts agreed with
+them less than chance (benchmarks/results/critic_checks.md); what the columns and filters checks add:
+benchmarks/results/critic_columns.md, benchmarks/results/critic_filters.md.
 
 Before any of them, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
