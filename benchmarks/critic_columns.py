@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,8 +43,9 @@ def today(recs: dict[str, dict], coverage) -> tuple[set[str], dict[str, list]]:
     return hollow, flags
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def replay_setup(doc: str) -> tuple[argparse.Namespace, Any, Any]:
+    """The arguments of a replay script (``doc``: its docstring), the ops index they name, and its coverage."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index the runs were made on")
     parser.add_argument("--run", type=Path, action="append", required=True, help="a finished run; repeatable")
     parser.add_argument("--seen", action="append", default=[], help="a run (its folder name) whose questions were in "
@@ -55,10 +57,15 @@ def main() -> None:
     from rag.data import Warehouse
     from rag.data.coverage import Coverage
     from rag.index.store import Index
-    from rag.stats.intervals import compare_paired
 
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
-    coverage = Coverage.for_index(index, Warehouse(index.tables_path))
+    return args, index, Coverage.for_index(index, Warehouse(index.tables_path))
+
+
+def main() -> None:
+    from rag.stats.intervals import compare_paired
+
+    args, _, coverage = replay_setup(__doc__)
     lines = ["# The critic's columns check replayed on ops runs (no model call)", "",
              f"Command: `python benchmarks/critic_columns.py --index-dir {shown_path(args.index_dir)} "
              + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`", "",

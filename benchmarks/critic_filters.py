@@ -15,7 +15,6 @@ when the check was written) pooled.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.critic_citations import caught, records  # noqa: E402
-from benchmarks.critic_columns import cited_queries, today  # noqa: E402
+from benchmarks.critic_columns import cited_queries, replay_setup, today  # noqa: E402
 from benchmarks.tables import emit, share, shown_path  # noqa: E402
 
 
@@ -35,22 +34,9 @@ def shown_passages(record: dict, texts: dict[str, str]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index the runs were made on")
-    parser.add_argument("--run", type=Path, action="append", required=True, help="a finished run; repeatable")
-    parser.add_argument("--seen", action="append", default=[], help="a run (its folder name) whose questions were in "
-                        "view when the check was written; repeatable")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-
-    from rag.config import load_settings
-    from rag.data import Warehouse
-    from rag.data.coverage import Coverage
-    from rag.index.store import Index
     from rag.stats.intervals import compare_paired
 
-    index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
-    coverage = Coverage.for_index(index, Warehouse(index.tables_path))
+    args, index, coverage = replay_setup(__doc__)
     texts = {c.id: c.text for c in index.chunks}
     lines = ["# The critic's filters check replayed on ops runs (no model call)", "",
              f"Command: `python benchmarks/critic_filters.py --index-dir {shown_path(args.index_dir)} "
