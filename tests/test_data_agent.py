@@ -600,46 +600,39 @@ def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
     assert coverage.invented("Who drove S00004?", "SELEC name FROM") == []
 
 
-def test_an_answer_from_a_query_filtered_by_a_value_nobody_gave_is_flagged(ops, checksum, coverage):
-    """critic_checks with "filters": flagged at once, with no model call and not written again; the columns check
-    leaves a row count alone."""
+FLAGGED_QUERIES = [  # (check, question, the statement the writer wrote, the answer, what the reason names)
+    ("columns", "Who was the driver on S00004?",  # the nearest column there is
+     "SELECT T2.name FROM shipments AS T1 JOIN carriers AS T2 ON T1.carrier_id = T2.carrier_id "
+     "WHERE T1.shipment_id = 'S00004'", "The driver on S00004 was Baltic Line Transport [sql:1].",
+     "returns carriers.name (Carrier company name)"),
+    ("filters", "Was S00697 shipped in a temperature-controlled trailer?",  # a row count: the columns check passes it
+     "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' AND hazardous = TRUE",
+     "No, S00697 was not shipped in a temperature-controlled trailer [sql:1].",
+     "service_level = 'express' and hazardous = TRUE"),
+]
+
+
+@pytest.mark.parametrize("check, question, sql, text, named", FLAGGED_QUERIES, ids=[c[0] for c in FLAGGED_QUERIES])
+def test_an_answer_from_a_query_that_misreads_the_question_is_flagged(ops, checksum, coverage, check, question, sql,
+                                                                       text, named):
+    """critic_checks with "columns" or "filters": flagged at once, with no model call and not written again
+    (rag.agent.critique); without that check the same answer passes the number check."""
     from rag.retrieval.retriever import Retriever
 
     index, _ = ops
-    count = ("SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' "
-             "AND hazardous = TRUE")
-    answer = {"answer": "No, S00697 was not shipped in a temperature-controlled trailer [sql:1].", "cited_ids": ["sql:1"]}
-    for checks, flagged in (("numbers+citations+columns+filters", True), ("numbers+citations+columns", False)):
-        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": count}, answer]))  # no second answer, no critic output
+    answer = {"answer": text, "cited_ids": ["sql:1"]}
+    others = "+".join(c for c in ("numbers", "citations", "columns", "filters") if c != check)
+    for checks, flagged in ((f"{others}+{check}", True), (others, False)):
+        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": sql}, answer]))  # no second answer, no critic output
         data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
         agent = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))
-        pred = agent(question="Was S00697 shipped in a temperature-controlled trailer?")
+        pred = agent(question=question)
         assert pred.low_confidence is flagged and nodes(pred) == ["route", "sql", "answer", "critique"]
         step = pred.trace.of("critique")[0]
         assert step.tokens_in == 0 and step.verdict is (not flagged)
-        assert step.check == ("filters" if flagged else "numbers")
+        assert step.check == (check if flagged else "numbers")
         if flagged:
-            assert pred.critic_reason == step.reason and "service_level = 'express' and hazardous = TRUE" in step.reason
-
-
-def test_an_answer_from_a_column_the_question_does_not_ask_about_is_flagged(ops, checksum, coverage):
-    """critic_checks with "columns": flagged at once, with no model call and not written again (rag.agent.critique)."""
-    from rag.retrieval.retriever import Retriever
-
-    index, _ = ops
-    driver = "SELECT T2.name FROM shipments AS T1 JOIN carriers AS T2 ON T1.carrier_id = T2.carrier_id " \
-             "WHERE T1.shipment_id = 'S00004'"
-    answer = {"answer": "The driver on S00004 was Baltic Line Transport [sql:1].", "cited_ids": ["sql:1"]}
-    for checks, flagged in (("numbers+citations+columns", True), ("numbers+citations", False)):
-        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": driver}, answer]))  # no second answer, no critic output
-        data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
-        agent = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))
-        pred = agent(question="Who was the driver on S00004?")
-        assert pred.low_confidence is flagged and nodes(pred) == ["route", "sql", "answer", "critique"]
-        step = pred.trace.of("critique")[0]
-        assert step.tokens_in == 0 and step.verdict is (not flagged)
-        if flagged:
-            assert pred.critic_reason == step.reason and "returns carriers.name (Carrier company name)" in step.reason
+            assert pred.critic_reason == step.reason and named in step.reason
 
 
 def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):

@@ -28,7 +28,7 @@ from typing import Any
 
 from rag.errors import InputError, SieveError
 from rag.eval.agent_metrics import summarize
-from rag.ingest.jsonl import dump_json
+from rag.ingest.jsonl import dump_json, write_bytes
 
 RESULTS, SUMMARY, RUN = "results.jsonl", "summary.json", "run.json"
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -63,30 +63,10 @@ def names_apart(names: Sequence[str], dirs: Sequence[Path]) -> list[str]:
     return [(f"{n} ({Path(d).name})" if n else Path(d).name) if names.count(n) > 1 else n for n, d in zip(names, dirs)]
 
 
-def _write_bytes(path: Path, data: bytes, *, append: bool) -> None:
-    """Write all of ``data`` to ``path`` with ``os.write`` and fsync it; on any OSError undo the write before
-    raising (an appended file is cut back to its old size, a new one removed), so no torn line or half file stays."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
-    fd = os.open(path, flags, 0o644)
-    start = os.fstat(fd).st_size if append else 0
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except OSError:
-        os.ftruncate(fd, start)  # frees what was written: works on a full disk
-        if not append:
-            os.unlink(path)
-        raise
-    finally:
-        os.close(fd)
-
-
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically: a temporary file, then rename."""
     tmp = path.with_name(path.name + ".tmp")
-    _write_bytes(tmp, dump_json(data, indent=2, ensure_ascii=False).encode("utf-8"), append=False)
+    write_bytes(tmp, dump_json(data, indent=2, ensure_ascii=False).encode("utf-8"), append=False)
     os.replace(tmp, path)
 
 
@@ -205,7 +185,7 @@ def append_record(out_dir: Path, record: Mapping[str, Any], *, items_left: int =
     and raises :class:`DiskFull` (``items_left``: how many items, this one included, still need writing)."""
     data = (dump_json(record, ensure_ascii=False) + "\n").encode("utf-8")
     try:
-        _write_bytes(Path(out_dir) / RESULTS, data, append=True)
+        write_bytes(Path(out_dir) / RESULTS, data, append=True)
     except OSError as exc:
         _raise_disk_full(exc, out_dir, RESULTS, items_left=max(items_left, 1), payload=len(data))
         raise

@@ -57,16 +57,24 @@ def dump_json(data: object, **kwargs) -> str:
 def append_json_line(path: str | Path, record: object) -> None:
     """Append ``record`` to ``path`` as one JSON line, fsynced; a failed write (a full disk) is cut back, so no torn
     line stays to break the file's next reader."""
-    data = (dump_json(record, ensure_ascii=False) + "\n").encode("utf-8")
-    fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    start = os.fstat(fd).st_size
+    write_bytes(Path(path), (dump_json(record, ensure_ascii=False) + "\n").encode("utf-8"), append=True)
+
+
+def write_bytes(path: Path, data: bytes, *, append: bool) -> None:
+    """Write all of ``data`` to ``path`` with ``os.write`` and fsync it; on any OSError undo the write before
+    raising (an appended file is cut back to its old size, a new one removed), so no torn line or half file stays."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, 0o644)
+    start = os.fstat(fd).st_size if append else 0
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
     except OSError:
-        os.ftruncate(fd, start)
+        os.ftruncate(fd, start)  # frees what was written: works on a full disk
+        if not append:
+            os.unlink(path)
         raise
     finally:
         os.close(fd)
