@@ -62,13 +62,18 @@ def replay_setup(doc: str) -> tuple[argparse.Namespace, Any, Any]:
     return args, index, Coverage.for_index(index, Warehouse(index.tables_path))
 
 
+def replay_command(script: str, args: argparse.Namespace) -> str:
+    """The command line that made a replay's output, as its report shows it."""
+    return (f"Command: `python benchmarks/{script} --index-dir {shown_path(args.index_dir)} "
+            + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`")
+
+
 def main() -> None:
     from rag.stats.intervals import compare_paired
 
     args, _, coverage = replay_setup(__doc__)
     lines = ["# The critic's columns check replayed on ops runs (no model call)", "",
-             f"Command: `python benchmarks/critic_columns.py --index-dir {shown_path(args.index_dir)} "
-             + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`", "",
+             replay_command("critic_columns.py", args), "",
              "| run | check written with it in view | answered, not flagged | the columns check flags | of them "
              "answerable: key facts right (a false flag) / wrong | unanswerable refused or flagged: as recorded -> "
              "with the citation check -> with the columns check too |", "| --- | --- | --- | --- | --- | --- |"]

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.critic_citations import caught, records  # noqa: E402
-from benchmarks.critic_columns import cited_queries, replay_setup, today  # noqa: E402
-from benchmarks.tables import emit, share, shown_path  # noqa: E402
+from benchmarks.critic_columns import cited_queries, replay_command, replay_setup, today  # noqa: E402
+from benchmarks.tables import emit, share  # noqa: E402
 
 
 def shown_passages(record: dict, texts: dict[str, str]) -> str:
@@ -39,8 +39,7 @@ def main() -> None:
     args, index, coverage = replay_setup(__doc__)
     texts = {c.id: c.text for c in index.chunks}
     lines = ["# The critic's filters check replayed on ops runs (no model call)", "",
-             f"Command: `python benchmarks/critic_filters.py --index-dir {shown_path(args.index_dir)} "
-             + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`", "",
+             replay_command("critic_filters.py", args), "",
              "| run | check written with it in view | answered, not flagged by today's checks | the filters check "
              "flags | of them answerable: key facts right (a false flag) / wrong | unanswerable refused or flagged: "
              "today's checks -> with the filters check too |", "| --- | --- | --- | --- | --- | --- |"]
