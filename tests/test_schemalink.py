@@ -27,6 +27,9 @@ def test_the_vocabulary_comes_from_the_tables_and_the_documents(vocab):
     assert ("rotterdam",) in vocab.names and ("open",) in vocab.values and ("open",) not in vocab.names
     assert {"cl9999", "s99999"} <= vocab.ids  # claim and shipment ids, from the examples
     assert ("fuel", "surcharge") in vocab.doc_terms
+    assert ("shipment", "number") in vocab.column_phrases  # shipment_id
+    assert all(map(vocab.explains, ["base", "depot", "gross", "gold-tier"]))  # "Base freight charge in euros, before
+    assert not any(map(vocab.explains, ["surcharge", "dangerous"]))  # the fuel surcharge."; a flag's condition
     everywhere = Vocabulary.from_record({}, documents=[f"Acme Corp rule {n}: late fees apply" for n in range(10)])
     assert ("late", "fees") not in everywhere.doc_terms  # in every passage: the corpus's own words, not one rule's
     assert ("late", "fees") in Vocabulary.from_record({}, documents=["Acme: late fees apply", "Acme: none", "x", "y"]).doc_terms
@@ -44,11 +47,25 @@ def test_the_vocabulary_comes_from_the_tables_and_the_documents(vocab):
     ("What is the status of claim CL0007?", "data"),
     ("How many shipments were delivered after their promised date?", "data"),
     ("How many claims are above EUR 2,000?", "data"),
+    # the words a column's description names it with are the tables' own, though the documents use them too
+    ("Sum of base freight for Hamburg shipments?", "data"),
+    ("Which origin depot handled the most shipments?", "data"),
+    ("Show the shipment numbers of every lost shipment", "data"),
+    ("How many shipments went with gold-tier carriers?", "data"),
+    ("Could you list the open claims?", "data"),  # a request, not a modal rule
+    ("Break down the claims by reason", "data"),  # a grouping, not a broken rule
+    ("Give me a breakdown of claims by status", "data"),
+    ("Monthly shipment counts, please", "data"),
     # a rule of the documents applied to the rows
     ("How many claims are above the amount a handler can approve?", "both"),
     ("Which express shipments are heavy enough to need advance booking?", "both"),
     ("Total fuel surcharge on shipments to Lyon", "both"),
     ("Are any claims still open past the escalation deadline?", "both"),
+    ("Was claim CL0003 filed in time?", "both"),  # a deadline the question leans on without giving it
+    ("By what date can the customer of shipment S00012 still claim?", "both"),
+    ("Which carriers miss the on-time target?", "both"),
+    ("How many hazardous shipments went with carriers that may not carry dangerous goods?", "both"),  # a flag's
+    # description ("contains dangerous goods") is its condition, so it does not make the rule's words the tables'
 ])
 def test_each_kind_of_question_gets_its_route(vocab, question, route):
     cues = read_cues(question, vocab)

@@ -4,14 +4,17 @@ A question goes to the tables when it asks for something computed from rows of a
 many open claims"), a total, average or share ("the average weight of express shipments"), a top few ("which
 carrier handled the most shipments"), a list ("which customers are key accounts", "are there any open claims"),
 or a value of a record it names ("the credit limit of Redwood Beverages B.V.", "claim CL0004"). Tables are named
-by their own words: table and column names, the values of their text columns (a city, a status, a customer), and
-the shape of their ids (``CL0004``), all read from the database.
+by their own words: table and column names, the words a column's description names it with ("Base freight charge in
+euros" for ``freight_eur``, up to its first comma or bracket; not a true/false column's, whose description is its
+condition), an id column's everyday name ("shipment number"), the values of their text columns (a city, a status, a
+customer), and the shape of their ids (``CL0004``), all read from the database.
 
 Such a question goes to ``both`` when it also applies a rule that only the documents state:
 
 - it compares the rows with a threshold it names but does not give ("more than *the* standard cap", "heavy
   *enough*", "*too* small"), where "after *their* promised date" or "after 1 July" is a value the rows hold;
-- it uses the words of a rule (policy, limit, deadline, approval, qualify, must, may, should, had to); or
+- it uses the words of a rule (policy, limit, deadline, target, approval, qualify, must, may, can, should, had to,
+  "in time"), where "can you", "could you" and "can I get" are requests and "break down" a grouping; or
 - it uses a term of the documents that the tables do not have: two words in a row ("fuel surcharge", "severe
   delay") found together in a document passage and not both in the tables' vocabulary.
 
@@ -60,7 +63,8 @@ RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "
               "breach", "break", "breaks", "broke", "violate", "violates", "violated", "escalate", "escalated",
               "escalation", "entitled", "owe", "owed", "owes", "eligible", "qualify", "qualifies", "qualified",
               "exception", "exceptions", "retention", "probation", "penalty", "according", "need", "needs",
-              "needed", "liable", "liability"}
+              "needed", "liable", "liability", "target", "targets"}
+TALLIES = {"number", "count", "breakdown", "list", "tally"}  # "a breakdown of claims by status"
 REQUESTS = {"i", "we", "you"}  # "I need a count of ...": a request, not a rule
 MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
 QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
@@ -76,8 +80,17 @@ QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find"
 QUANTIFIERS = {"any", "all", "every", "each"}
 VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "had", "can", "will"}
 YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are shipments in transit counted ...?"
+ID_NOUNS = {"number", "no", "ref", "reference", "code"}  # what people call an id column: "the shipment number"
+PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break down X by Y": a
+# grouping, not a broken rule
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
+
+
+def _naming_clause(description: str | None) -> str:
+    """What a column's description calls it, before any comma, bracket, colon or semicolon: "Base freight charge
+    in euros, before the fuel surcharge." -> "Base freight charge in euros" (the surcharge is another thing)."""
+    return re.split(r"[,;:(]|\.\s|\.$", str(description or ""), maxsplit=1)[0]
 
 
 def _quoted(name: str) -> str:
@@ -136,6 +149,7 @@ class Vocabulary:
     values: set[tuple[str, ...]] = field(default_factory=set)  # text values as word tuples
     names: set[tuple[str, ...]] = field(default_factory=set)  # values of a column with NAMES_FROM or more values
     ids: set[str] = field(default_factory=set)  # id shapes, from example values
+    described: set[str] = field(default_factory=set)  # roots of the words naming a column in its description
     doc_terms: set[tuple[str, str]] = field(default_factory=set)  # terms found in the documents
 
     @classmethod
@@ -153,6 +167,10 @@ class Vocabulary:
                 vocab.columns |= set(parts) | ({"date"} if "DATE" in kind or "TIMESTAMP" in kind else set())
                 if len(parts) > 1:
                     vocab.column_phrases.add(tuple(parts))
+                if len(parts) == 1 and words(col["name"])[-1:] == ["id"]:  # shipment_id: "shipment number", "claim no"
+                    vocab.column_phrases |= {(parts[0], w) for w in ID_NOUNS}
+                if "BOOL" not in kind:  # a flag's description is its condition, often a rule's own term
+                    vocab.described |= {root(w) for w in words(_naming_clause(col.get("description"))) if _content(w)}
                 vocab.ids |= {s for s in map(id_shape, col.get("examples", [])) if s}
         for texts in (values or {}).values():
             for text in texts:
@@ -201,9 +219,13 @@ class Vocabulary:
         return cls.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks))
 
     def explains(self, word: str) -> bool:
-        """Whether ``word`` is one of the tables' own words (a table, a column, or a word of a text value)."""
+        """Whether ``word`` is one of the tables' own words: a table, a column, a word of a text value, or a word
+        of the clause a column's description names it with ("base freight charge", "origin depot city"); a
+        hyphenated word when each of its parts is ("gold-tier")."""
+        if "-" in word:
+            return all(self.explains(part) for part in word.split("-") if part)
         mine = root(word)
-        return any(mine.startswith(r) or r.startswith(mine) for r in map(root, self.tables | self.columns)
+        return any(mine.startswith(r) or r.startswith(mine) for r in self.described | set(map(root, self.tables | self.columns))
                    if min(len(r), len(mine)) >= 4) or any(word in v for v in self.values)
 
 
@@ -236,7 +258,7 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     rule = _rule(toks, linked, vocab)
     if strong:
         return Cues(rows=strong, rule=rule)
-    if weak and not _asks_rule(toks) and toks[0] not in YES_NO:  # a yes/no question asks whether a
+    if weak and not _asks_rule(toks) and (toks[0] not in YES_NO or _polite(toks, 0)):  # a yes/no question asks whether a
         # rule holds ("are lost shipments counted in the on-time percentage?"); with "any" it counts rows (strong)
         return Cues(rows=weak, rule=rule)
     return Cues(rows=None, rule=rule if weak else None)
@@ -247,7 +269,16 @@ def _sentence_starts(question: str, toks: list[str]) -> set[int]:
     for part in SENTENCE.split(question)[:-1]:
         seen += len(words(part))
         starts.add(seen)
+    for i in list(starts):  # "could you (please) list ...": the request's verb starts it
+        if _polite(toks, i):
+            starts.add(i + 3 if i + 2 < len(toks) and toks[i + 2] == "please" else i + 2)
     return {i for i in starts if i < len(toks)}
+
+
+def _polite(toks: list[str], i: int) -> bool:
+    """'can you', 'could you', 'would you', 'can I get': a request, not a rule (a modal the question's verb is)."""
+    return i + 1 < len(toks) and toks[i] in {"can", "could", "would", "will"} and (
+        toks[i + 1] == "you" or toks[i + 1] in {"i", "we"} and i + 2 < len(toks) and toks[i + 2] in {"get", "have", "see"})
 
 
 def _linked(toks: list[str], stems: list[str], vocab: Vocabulary) -> dict[int, str]:
@@ -279,8 +310,10 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
                 return f"asks how {toks[i + 1]} ({toks[hit]})", None
             if hit is not None:  # a column's word ("how many levels"): weak, a rule question may say it too
                 return None, f"asks how {toks[i + 1]} ({toks[hit]})"
-        if toks[i] in {"number", "count"} and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
+        if toks[i] in TALLIES and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
             return f"asks for the {toks[i]} of {toks[i + 2]}", None
+        if toks[i + 1] == "counts" and table(i):  # "monthly shipment counts" ("do lost shipments count": a verb)
+            return f"asks for {toks[i]} {toks[i + 1]}", None
     for i in starts:
         if toks[i] in QUESTION_START and any(plural(j) for j in range(i + 1, min(len(toks), i + 5))):
             j = next(j for j in range(i + 1, min(len(toks), i + 5)) if plural(j))
@@ -330,7 +363,7 @@ def _runs(positions: list[int]) -> list[list[int]]:
 def _asks_rule(toks: list[str]) -> bool:
     """Whether the question's verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...": a modal, or
     "have to"/"allowed to", in a question that neither counts nor lists rows outright (those apply the rule)."""
-    return any(t in MODALS | {"can"} and not _month_may(toks, k) for k, t in enumerate(toks)) or \
+    return any(t in MODALS | {"can"} and not _month_may(toks, k) and not _polite(toks, k) for k, t in enumerate(toks)) or \
         any(pair in QUASI for pair in zip(toks, toks[1:]))
 
 
@@ -345,10 +378,14 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
             continue
         if t in {"need", "needs"} and i and toks[i - 1] in REQUESTS:
             continue
-        if t in RULE_WORDS or t in IMPLICIT or t in MODALS and not _month_may(toks, i):
+        if i + 1 < len(toks) and (t, toks[i + 1]) in PHRASAL:
+            continue
+        if t in RULE_WORDS or t in IMPLICIT or t in MODALS | {"can"} and not _month_may(toks, i) and not _polite(toks, i):
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
             return f"names a rule ('{t} {toks[i + 1]}')"
+        if i + 1 < len(toks) and (t, toks[i + 1]) in {("in", "time")}:  # "filed in time": before a deadline
+            return f"compares with a deadline it does not give ('{t} {toks[i + 1]}')"
     for a in range(len(toks) - 1):
         b = a + 1
         if a in linked and b in linked or not (_content(toks[a]) and _content(toks[b])):
