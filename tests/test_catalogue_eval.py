@@ -181,14 +181,16 @@ def test_golden_values_are_the_ones_on_the_line(tmp_path: Path):
     from rag.eval.golden import load_golden
 
     rows = [{**GOLDEN[0], "meta": {"a": 1}, "weight": 2},
-            {**GOLDEN[1], "meta": {"b": "x"}, "weight": 2.5, "relevant_chunk_ids": ["while#000", "while#001"]}]
+            {**GOLDEN[1], "meta": {"b": "x"}, "weight": 2.5, "relevant_chunk_ids": ["while#000", "while#001"]},
+            {**GOLDEN[2], "weight": 1.5, "rows": [[1.93], [2.0]]}]  # Arrow reads 1.93 as 1.9300000000000002
     path = tmp_path / "g.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     items = load_golden(path)
-    assert [it.relevant_chunk_ids for it in items] == [["assert#000"], ["while#000", "while#001"]]
+    assert [it.relevant_chunk_ids for it in items[:2]] == [["assert#000"], ["while#000", "while#001"]]
     assert items[0].meta == {"a": 1, "weight": 2, "line": 1}  # no None-filled key "b" from Arrow's struct
     assert items[1].meta == {"b": "x", "weight": 2.5, "line": 2}
     assert type(items[0].meta["weight"]) is int
+    assert items[2].meta["rows"] == [[1.93], [2.0]]  # the line's value, not Arrow's last-place difference
 
 
 # ---------------------------------------------------------------- item 13: gold ids the index does not hold

@@ -26,8 +26,10 @@ Drafting a set for any index and reviewing it (``rag golden draft``, ``rag golde
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from rag.ingest.jsonl import json_lines
 from rag.paths import sieve_home
 
 TYPES = ("answerable", "vague", "unanswerable")
+FLOAT_ULPS = 4  # how far (in units of the last place) Arrow's reading of a JSON number may be from Python's
 KNOWN = ("id", "type", "question", "reference_answer", "should_refuse", "relevant_chunk_ids", "evidence", "split", "history")
 
 
@@ -154,6 +157,8 @@ def _equal(loaded: Any, line: Any) -> bool:
                 and all(_equal(a, b) for a, b in zip(loaded, line)))
     if isinstance(line, bool) or isinstance(loaded, bool):
         return type(line) is type(loaded)
+    if type(line) is float and type(loaded) is float:  # Arrow's JSON reader is not correctly rounded: 1.93 can
+        return math.isclose(loaded, line, rel_tol=FLOAT_ULPS * sys.float_info.epsilon)  # come back 1.9300000000000002
     return type(loaded) is type(line) and loaded == line or (
         isinstance(line, (int, float)) and isinstance(loaded, (int, float)) and loaded == line)
 
