@@ -42,7 +42,7 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
-CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
+CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -172,8 +172,10 @@ class Settings:
     # belongs ("the limit is [sql:1]"; else flagged at once); "columns" = the query the answer cites returns a column
     # the question asks about (not "the driver" read from carriers.name; else flagged at once); "filters" = that
     # query keeps rows only by values the question or the passages mention (not service_level = 'express' for "a
-    # temperature-controlled trailer"; else flagged at once) (all four no model call); "model" = the GroundingCritic
-    # signature on the grader's model, run when the numbers pass
+    # temperature-controlled trailer"; else flagged at once); "counts" = a "how many X" answered by a bare row count
+    # reads a table that records X (not "how many pallets" as COUNT(*) of a shipment; else flagged at once; off by
+    # default) (all five no model call); "model" = the GroundingCritic signature on the grader's model, run when the
+    # numbers pass
     critic_checks: str = "numbers+citations+columns+filters"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the

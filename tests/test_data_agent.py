@@ -600,6 +600,27 @@ def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
     assert coverage.invented("Who drove S00004?", "SELEC name FROM") == []
 
 
+def test_coverage_finds_a_count_of_something_no_table_records(coverage):
+    from rag.data.coverage import Coverage, counted
+
+    assert counted("How many pallets were loaded on shipment S00011?") == "pallets"
+    assert counted("How many of Orchid Pharma GmbH's claims came in through the portal?") == "claims"
+    assert counted("How many times did Bluefin carry dangerous goods?") is None  # a count word, not a thing
+    assert counted("How many kg left Hamburg?") is None and counted("Which claims are open?") is None
+    one_row = "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S01049'"
+    assert coverage.uncounted("How many pallets were on shipment S01049?", one_row) == (
+        "it counts rows of shipments, and no column of them records 'pallets'")
+    assert coverage.uncounted("How many shipments went to Porto?", one_row) is None  # the table's name
+    assert coverage.uncounted("How many deliveries reached Porto?", one_row) is None  # a column's description
+    loads = ("How many hazardous loads left?", "SELECT COUNT(*) AS n FROM shipments")
+    aliased = Coverage(columns=coverage.columns, tables={**coverage.tables, "shipments": "shipments load consignment"})
+    assert coverage.uncounted(*loads) and aliased.uncounted(*loads) is None  # an alias the sidecar gives
+    assert coverage.uncounted("How many pallets were on S01049?", "SELECT weight_kg FROM shipments") is None  # not a count
+    assert coverage.uncounted("How many claims were filed in May?", "SELECT COUNT(*) FROM claims JOIN shipments "
+                              "USING (shipment_id)") is None
+    assert coverage.uncounted("How many pallets?", "SELEC COUNT(*) FROM") is None  # does not parse: not checked
+
+
 FLAGGED_QUERIES = [  # (check, question, the statement the writer wrote, the answer, what the reason names)
     ("columns", "Who was the driver on S00004?",  # the nearest column there is
      "SELECT T2.name FROM shipments AS T1 JOIN carriers AS T2 ON T1.carrier_id = T2.carrier_id "
@@ -609,19 +630,22 @@ FLAGGED_QUERIES = [  # (check, question, the statement the writer wrote, the ans
      "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00697' AND service_level = 'express' AND hazardous = TRUE",
      "No, S00697 was not shipped in a temperature-controlled trailer [sql:1].",
      "service_level = 'express' and hazardous = TRUE"),
+    ("counts", "How many pallets were on shipment S01049?",  # one row counted: the other checks pass it
+     "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S01049'",
+     "There was 1 pallet on shipment S01049 [sql:1].", "no column of them records 'pallets'"),
 ]
 
 
 @pytest.mark.parametrize("check, question, sql, text, named", FLAGGED_QUERIES, ids=[c[0] for c in FLAGGED_QUERIES])
 def test_an_answer_from_a_query_that_misreads_the_question_is_flagged(ops, checksum, coverage, check, question, sql,
                                                                        text, named):
-    """critic_checks with "columns" or "filters": flagged at once, with no model call and not written again
+    """critic_checks with "columns", "filters" or "counts": flagged at once, with no model call and not written again
     (rag.agent.critique); without that check the same answer passes the number check."""
     from rag.retrieval.retriever import Retriever
 
     index, _ = ops
     answer = {"answer": text, "cited_ids": ["sql:1"]}
-    others = "+".join(c for c in ("numbers", "citations", "columns", "filters") if c != check)
+    others = "+".join(c for c in ("numbers", "citations", "columns", "filters", "counts") if c != check)
     for checks, flagged in ((f"{others}+{check}", True), (others, False)):
         dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": sql}, answer]))  # no second answer, no critic output
         data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)

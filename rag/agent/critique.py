@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Five checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Six checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -31,6 +31,10 @@ Five checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   temperature-controlled trailer"), the writer also invents a condition on a column there is
   (``service_level = 'express' AND hazardous = TRUE``), and the answer reports the count of another question.
   Flagged at once, like the columns check.
+- ``counts`` (no model call; off by default): a "how many X" question answered by a query that only counts rows
+  is about a thing one of the tables it reads records, by its name, aliases, columns or their descriptions
+  (rag.data.coverage, :meth:`Critic.off_target`). Asked "how many pallets were on S01049?", the writer counts the
+  shipment's one row, and the answer says "1 pallet". Flagged at once, like the columns check.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
 The default is ``numbers+citations+columns+filters``: on the ops demo's hand labels the model's verdicts agreed with
@@ -61,7 +65,7 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "counts", "model")  # joined with "+"
 # a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
 # where the value the sentence promises belongs
 _CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
@@ -110,7 +114,7 @@ class Critic(dspy.Module):
         """Why the query results ``cited`` do not answer ``question`` (a ``critique`` step says so), or None: every
         cited query returns none of what it asks about (``columns``) or keeps rows by a value nobody gave
         (``filters``); only over an index with tables (module docstring)."""
-        if not self.checks & {"columns", "filters"} or self.coverage is None:
+        if not self.checks & {"columns", "filters", "counts"} or self.coverage is None:
             return None
         queries = [h.meta["sql"] for h in hits if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
         passages = " ".join(h.text for h in hits if not (getattr(h, "meta", None) or {}).get("sql"))
@@ -134,6 +138,8 @@ class Critic(dspy.Module):
             reasons.append(("filters", f"the query it rests on keeps only rows where {' and '.join(conditions)}, "
                                        "which neither the question nor the passages mention: it may answer another "
                                        "question"))
+        if "counts" in self.checks and (thing := self.coverage.uncounted(question, sql)):
+            reasons.append(("counts", f"the question counts something the tables may not record: {thing}"))
         return reasons
 
     def judge(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace,

@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import MONTHS, STOP, Vocabulary, id_shape, root, words
+from rag.data.schemalink import MODALS, MONTHS, STOP, VERBS, Vocabulary, id_shape, root, words
 from rag.data.sqlrepair import read_tables
 
 WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"}
@@ -65,6 +65,10 @@ PREFIX = 5  # letters a question's word and a filter's value share to match: a d
 # the verbs whose past form names a status value and shares no root with them ("did we lose" for status = 'lost')
 IRREGULAR = {"lose": "lost", "pay": "paid", "send": "sent", "hold": "held", "buy": "bought", "sell": "sold",
              "break": "broken", "take": "taken", "leave": "left", "write": "written"}
+COUNT_WORDS = {"times", "ones", "cases", "instances", "occasions", "records", "rows", "entries", "items", "them",
+               "those", "these", "total", "different", "distinct", "unique", "separate", "individual"}  # counted
+# words that name no thing: "how many times", "how many distinct ..." (the noun after them is the thing)
+COUNTED_WORDS = 6  # words after "how many" read for the counted thing
 DATE_SECONDS = 1.0  # per date column: a span that takes longer to read is left out
 
 
@@ -77,6 +81,7 @@ class Coverage:
     ids: set[str] = field(default_factory=set)  # the shapes of the tables' record ids (rag.data.schemalink.id_shape)
     years: tuple[int, int] | None = None  # first and last year of any date column; None without dates
     columns: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (table, column) -> (name, description)
+    tables: dict[str, str] = field(default_factory=dict)  # table -> its name, aliases and description, as one text
 
     @classmethod
     def for_index(cls, index: Any, warehouse: Any, vocab: Vocabulary | None = None) -> Coverage:
@@ -88,8 +93,10 @@ class Coverage:
         text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in vocab.values)])
         columns = {(t["name"].lower(), c["name"].lower()): (c["name"], (c.get("description") or "").strip().rstrip("."))
                    for t in (index.tables_record or {}).get("tables", []) for c in t.get("columns", [])}
+        tables = {t["name"].lower(): " ".join([t["name"], *(t.get("aliases") or []), t.get("description") or ""])
+                  for t in (index.tables_record or {}).get("tables", [])}
         return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years,  # vocab.names: values too
-                   columns=columns)
+                   columns=columns, tables=tables)
 
     def holds(self, name: str) -> bool:
         """Whether a passage or a text value contains ``name`` (as words, any case)."""
@@ -126,6 +133,22 @@ class Coverage:
             found.append(condition)
         return found
 
+    def uncounted(self, question: str, sql: str) -> str | None:
+        """What ``question`` counts ("how many pallets"), when ``sql`` returns only row counts and no table it reads
+        records that thing by name, alias, column or description (module docstring); None otherwise."""
+        thing = counted(question)
+        if thing is None or not counts_only(sql):
+            return None
+        read = {t for t, _ in self.columns} & set(tables_read(sql))
+        about = " ".join([*(self.tables.get(t, t) for t in read), *(" ".join(v) for (t, _), v in self.columns.items()
+                                                                   if t in read)])
+        known = _roots(about)
+        mine = root(thing)
+        if mine in known or any(len(k) >= PREFIX and (mine.startswith(k[:PREFIX]) and k.startswith(mine[:PREFIX]))
+                                for k in known):
+            return None
+        return f"it counts rows of {', '.join(sorted(read))}, and no column of them records {thing!r}"
+
     def unasked(self, question: str, sql: str) -> list[str]:
         """The columns ``sql`` returns, when none of them is what ``question`` asks about (module docstring); []
         when one is, or when the query returns no column of the tables (a row count) or does not parse."""
@@ -135,6 +158,49 @@ class Coverage:
             return []  # the table's name is not the column's: "shipments" would link every column of shipments
         return [f"{table}.{name}" + (f" ({about})" if about else "")
                 for table, name, about in ((t, *self.columns[(t, c)]) for t, c in returned)]
+
+
+def counted(question: str) -> str | None:
+    """The plural a "how many ..." question counts ("how many pallets were loaded" -> "pallets"; "how many of Orchid
+    Pharma's claims came in" -> "claims"): the last plural before the verb or the first preposition after a content
+    word; None without one ("how many kg"), or for a generic count word ("how many times")."""
+    toks = words(question)
+    for i in range(len(toks) - 1):
+        if toks[i] == "how" and toks[i + 1] == "many":
+            span: list[str] = []
+            for t in toks[i + 2:i + 2 + COUNTED_WORDS]:
+                if t in VERBS or t in MODALS or t in STOP and span:
+                    break
+                if t not in STOP:
+                    span.append(t)
+            plurals = [t for t in span if t.endswith("s") and not t.endswith("ss") and t not in COUNT_WORDS]
+            return plurals[-1] if plurals else None
+    return None
+
+
+def counts_only(sql: str) -> bool:
+    """Whether the outermost SELECT of ``sql`` returns nothing but COUNT(...) expressions."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return False
+    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    return bool(select and select.expressions) and all(
+        isinstance(e.unalias(), exp.Count) for e in select.expressions)
+
+
+def tables_read(sql: str) -> list[str]:
+    """The tables ``sql`` reads anywhere, lower-cased; [] when it does not parse."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        return [t.name.lower() for t in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Table)]
+    except (sqlglot.errors.SqlglotError, ValueError):
+        return []
 
 
 def returned_columns(sql: str) -> list[tuple[str, str]]:
