@@ -24,9 +24,9 @@ unless it counts or lists rows outright ("how many claims *should* have been esc
 
 Why not only the model: on the embedded 1.5B model the SourceRouter signature answers close to one constant route
 whatever the question (benchmarks/results/data_route.md). The cues need no model call and say which words decided.
-They are English; benchmarks/results/router_cues.md measures them on questions written without seeing them. A word
-the tables never use ("hauliers" for carriers) links only when the table's sidecar lists it in ``aliases`` (the
-last word of a longer alias: "haulage firm" links "firms").
+They are English; benchmarks/results/router_cues.md and router_rounds.md measure them on questions written without
+seeing them. A word the tables never use ("hauliers" for carriers) links only when the table's sidecar lists it in
+``aliases`` (the last word of a longer alias: "haulage firm" links "firms").
 """
 
 from __future__ import annotations
