@@ -1,7 +1,9 @@
-"""The critic's filters check replayed on finished ``rag eval`` runs of the ops demo (no model call).
+"""The critic's filters check, or its counts check, replayed on finished ``rag eval`` runs of the ops demo (no model
+call).
 
     python benchmarks/critic_filters.py --index-dir $SIEVE_HOME/demo/ops/index \
         --run benchmarks/results/eval-ops-unanswerable6-xeon ... --out benchmarks/results/critic_filters.md
+    python benchmarks/critic_filters.py --check counts --index-dir ... --run ... --out benchmarks/results/critic_counts.md
 
 The check (rag.data.coverage.Coverage.invented, via rag.agent.critique.Critic.off_target) flags an answer whose cited
 query keeps rows by a value that neither the question nor the passages shown beside it mention ("Was S00697 shipped
@@ -10,7 +12,9 @@ the answers today's default checks leave open (the recorded verdicts, with the c
 on runs made before them), those the filters check flags, how many of them an answerable item got right anyway (its
 key facts in the answer: a false flag), and the unanswerable items refused or flagged by today's checks and with the
 filters check too (McNemar, paired), and those of the runs not marked ``--seen`` (their questions were not in view
-when the check was written) pooled.
+when the check was written) pooled. ``--check counts`` measures the counts check (Coverage.uncounted: "how many
+pallets" answered by a bare row count of one shipment) the same way, on top of today's checks with the filters check
+replayed too.
 """
 
 from __future__ import annotations
@@ -33,26 +37,37 @@ def shown_passages(record: dict, texts: dict[str, str]) -> str:
                     if not s.get("sql"))
 
 
+def check_flags(check: str, coverage, record: dict, texts: dict[str, str]) -> list[list[str]] | None:
+    """Per cited query of ``record``, what ``check`` finds in it; None unless it finds something in every one."""
+    queries = cited_queries(record)
+    if check == "filters":
+        found = [coverage.invented(record["question"], q, shown_passages(record, texts)) for q in queries]
+    else:
+        found = [[why] if (why := coverage.uncounted(record["question"], q)) else [] for q in queries]
+    return found if queries and all(found) else None
+
+
 def main() -> None:
     from rag.stats.intervals import compare_paired
 
-    args, index, coverage = replay_setup(__doc__)
+    args, index, coverage = replay_setup(__doc__, ("filters", "counts"))
     texts = {c.id: c.text for c in index.chunks}
-    lines = ["# The critic's filters check replayed on ops runs (no model call)", "",
+    check = args.check
+    lines = [f"# The critic's {check} check replayed on ops runs (no model call)", "",
              replay_command("critic_filters.py", args), "",
-             "| run | check written with it in view | answered, not flagged by today's checks | the filters check "
+             f"| run | check written with it in view | answered, not flagged by today's checks | the {check} check "
              "flags | of them answerable: key facts right (a false flag) / wrong | unanswerable refused or flagged: "
-             "today's checks -> with the filters check too |", "| --- | --- | --- | --- | --- | --- |"]
+             f"today's checks -> with the {check} check too |", "| --- | --- | --- | --- | --- | --- |"]
     found: list[str] = []
-    pooled: list[list[float]] = [[], []]  # the unanswerable items of the runs not --seen: today's checks, + filters
+    pooled: list[list[float]] = [[], []]  # the unanswerable items of the runs not --seen: today's checks, + the check
     for run in args.run:
         recs = records(run)
         hollow, columns = today(recs, coverage)
         before = {k for k, r in recs.items() if caught(r) or k in hollow or k in columns}
+        if check == "counts":  # the filters check is on by default: replayed on runs made before it
+            before |= {k for k, r in recs.items() if k not in before and check_flags("filters", coverage, r, texts)}
         flags = {r["id"]: conditions for r in recs.values() if r["id"] not in before
-                 and (queries := cited_queries(r))
-                 and all(conditions := [coverage.invented(r["question"], q, shown_passages(r, texts))
-                                        for q in queries])}
+                 and (conditions := check_flags(check, coverage, r, texts))}
         answerable = [k for k in flags if not recs[k].get("should_refuse")]
         right = [k for k in answerable if ((recs[k].get("scores") or {}).get("data") or {}).get("key_facts_ok")]
         bad = [r for r in recs.values() if r.get("should_refuse")]

@@ -619,6 +619,11 @@ def test_coverage_finds_a_count_of_something_no_table_records(coverage):
     assert coverage.uncounted("How many claims were filed in May?", "SELECT COUNT(*) FROM claims JOIN shipments "
                               "USING (shipment_id)") is None
     assert coverage.uncounted("How many pallets?", "SELEC COUNT(*) FROM") is None  # does not parse: not checked
+    asked = "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00113' AND status = 'lost'"  # a yes/no question
+    assert coverage.uncounted("Was the loss of S00113 reported to the police?", asked) == (
+        "it counts rows of shipments to say whether it was reported, which no column of them records")
+    assert coverage.uncounted("Was S00113 delivered before its promised date?", asked) is None  # delivered_on
+    assert coverage.uncounted("Were any of Kite's claims rejected?", "SELECT COUNT(*) FROM claims") is None  # a status
 
 
 FLAGGED_QUERIES = [  # (check, question, the statement the writer wrote, the answer, what the reason names)

@@ -31,10 +31,12 @@ Six checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   temperature-controlled trailer"), the writer also invents a condition on a column there is
   (``service_level = 'express' AND hazardous = TRUE``), and the answer reports the count of another question.
   Flagged at once, like the columns check.
-- ``counts`` (no model call; off by default): a "how many X" question answered by a query that only counts rows
-  is about a thing one of the tables it reads records, by its name, aliases, columns or their descriptions
-  (rag.data.coverage, :meth:`Critic.off_target`). Asked "how many pallets were on S01049?", the writer counts the
-  shipment's one row, and the answer says "1 pallet". Flagged at once, like the columns check.
+- ``counts`` (no model call; off by default): a question answered by a query that only counts rows asks about
+  what one of the tables it reads records, by its name, aliases, columns, their descriptions or its text values:
+  the thing "how many" counts, or what a yes/no question says happened (rag.data.coverage, :meth:`Critic.off_target`).
+  Asked "how many pallets were on S01049?", the writer counts the shipment's one row, and the answer says "1
+  pallet"; asked "was the loss reported to the police?", it counts the lost shipment, and the answer says "Yes".
+  Flagged at once, like the columns check.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
 The default is ``numbers+citations+columns+filters``: on the ops demo's hand labels the model's verdicts agreed with

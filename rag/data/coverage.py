@@ -40,6 +40,13 @@ numbers are not read: questions and rules say them in words ("in Q3", "above the
 blind questions in view, it was measured on three sets written after it: 10 more of 120 unanswerable questions
 flagged, none fewer, and no flag on a right answer to the 40 answerable questions of a set written with them
 (benchmarks/results/critic_filters.md).
+
+A fifth reads what a query that returns only row counts was asked (:meth:`Coverage.uncounted`): "how many pallets
+were on S01049?" counts the shipment's one row, and "was the loss of S00113 reported to the police?" counts the lost
+shipment, and the answers say "1 pallet" and "Yes". When the plural "how many" counts, or the participle a yes/no
+question opens with ("was it *reported*"), is no word of the tables the query reads (name, aliases, description,
+columns and their descriptions) nor of any text value ("rejected"), the answer is flagged. Off by default
+(``critic_checks`` adds it as ``counts``); benchmarks/results/critic_counts.md measures it.
 """
 
 from __future__ import annotations
@@ -134,20 +141,22 @@ class Coverage:
         return found
 
     def uncounted(self, question: str, sql: str) -> str | None:
-        """What ``question`` counts ("how many pallets"), when ``sql`` returns only row counts and no table it reads
-        records that thing by name, alias, column or description (module docstring); None otherwise."""
-        thing = counted(question)
-        if thing is None or not counts_only(sql):
+        """What ``question`` counts ("how many pallets") or says happened ("was it reported ...?"), when ``sql``
+        returns only row counts and no table it reads records that by name, alias, column, description or text
+        value (module docstring); None otherwise."""
+        thing, happened = counted(question), occurred(question)
+        if thing is None and happened is None or not counts_only(sql):
             return None
         read = {t for t, _ in self.columns} & set(tables_read(sql))
         about = " ".join([*(self.tables.get(t, t) for t in read), *(" ".join(v) for (t, _), v in self.columns.items()
                                                                    if t in read)])
-        known = _roots(about)
-        mine = root(thing)
-        if mine in known or any(len(k) >= PREFIX and (mine.startswith(k[:PREFIX]) and k.startswith(mine[:PREFIX]))
-                                for k in known):
-            return None
-        return f"it counts rows of {', '.join(sorted(read))}, and no column of them records {thing!r}"
+        known = _roots(about) | {w for value in self.values for w in value}
+        tables = ", ".join(sorted(read))
+        if thing is not None and not _known(thing, known):
+            return f"it counts rows of {tables}, and no column of them records {thing!r}"
+        if happened is not None and not _known(happened, known):
+            return f"it counts rows of {tables} to say whether it was {happened}, which no column of them records"
+        return None
 
     def unasked(self, question: str, sql: str) -> list[str]:
         """The columns ``sql`` returns, when none of them is what ``question`` asks about (module docstring); []
@@ -176,6 +185,24 @@ def counted(question: str) -> str | None:
             plurals = [t for t in span if t.endswith("s") and not t.endswith("ss") and t not in COUNT_WORDS]
             return plurals[-1] if plurals else None
     return None
+
+
+def occurred(question: str) -> str | None:
+    """What a yes/no question says happened ("Was that breach reported to the safety officer?" -> "reported"): the
+    first past participle after a sentence's opening was/were/is/are/has/have/had; None for any other question."""
+    for part in re.split(r"[.?!;]\s+", question):
+        toks = words(part)
+        if toks and toks[0] in {"was", "were", "is", "are", "has", "have", "had"}:
+            return next((t for t in toks[1:1 + COUNTED_WORDS] if t.endswith("ed") and len(t) > 4
+                         or t in IRREGULAR.values()), None)
+    return None
+
+
+def _known(word: str, known: set[str]) -> bool:
+    """Whether ``word`` or its root is one of ``known``, or shares its first PREFIX letters with one of them."""
+    mine = root(word)
+    return word in known or mine in known or any(
+        len(k) >= PREFIX and mine.startswith(k[:PREFIX]) and k.startswith(mine[:PREFIX]) for k in known)
 
 
 def counts_only(sql: str) -> bool:
