@@ -416,6 +416,10 @@ def test_rag_ask_keeps_the_statement_that_ran_as_a_labelled_example(ops, checksu
     [item] = [json.loads(line) for line in kept.read_text().splitlines()]
     assert item["question"] == "How many claims are open?" and item["split"] == "train" and item["route"] == "data"
     assert item["gold_sql"] == "SELECT COUNT(*) AS n FROM claims WHERE status = 'open'" and item["gold_result"] == [[n]]
+    from rag.eval.golden import load_golden
+
+    assert [i.id for i in load_golden(kept)] == [item["id"]]  # rag eval --golden reads it too (no bare date in it)
+    assert item["kept"].endswith(" with rag ask --keep-sql")
     _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept), "--yes")
     assert "already holds this question" in str(out.exception) and len(kept.read_text().splitlines()) == 1
     _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--set", f"sql_examples={kept}", "--trace")

@@ -192,6 +192,13 @@ def test_bodies_that_are_not_json_or_too_big_are_refused(client):
     assert r.status_code == 400 and "question" in r.json()["error"]
 
 
+def test_nothing_is_kept_without_keep_sql(client):
+    """rag serve without --keep-sql writes no file: the page shows no keep button, and /api/keep is a 404."""
+    assert client.get("/api/info").json()["keep_sql"] is None
+    r = client.post("/api/keep", json={"question": "How many?", "sql": "SELECT 1"})
+    assert r.status_code == 404 and "rag serve --keep-sql FILE" in r.json()["error"]
+
+
 FIRST_TURN = {"question": ANSWERABLE, "answer": f"It wraps a block with a context manager's methods [{WITH_ID}]."}
 
 

@@ -139,15 +139,23 @@ def data_programs(index: Any, lms: dict[str, Any]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def server(ops):
+def kept(tmp_path_factory):
+    """The file of rag serve --keep-sql: not there until a statement is kept."""
+    return tmp_path_factory.mktemp("kept") / "my_sql.jsonl"
+
+
+@pytest.fixture(scope="module")
+def server(ops, kept):
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
+    from rag.serve.keeping import KeptQueries
     from rag.serve.server import Background
 
     index, counts = ops
     browser = RunBrowser(FIXTURE_RUNS, golden_dir=ROOT / "golden", artifacts_dir=ROOT / "artifacts")
     examples = [{"type": "data", "question": COUNT, "id": "ex-d"}]
-    background = Background(create_app(data_programs(index, scripted_lms(counts)), browser, examples=examples))
+    background = Background(create_app(data_programs(index, scripted_lms(counts)), browser, examples=examples,
+                                       keep=KeptQueries(kept, lambda: index)))
     with background as base:
         # one question first: the first call through DSPy imports and warms up what every later one reuses
         reply = httpx.post(base + "/api/ask", json={"question": COUNT}, timeout=600)
@@ -274,3 +282,34 @@ def test_untrusted_text_from_tables_statements_and_reasons_is_shown_as_text_and_
     page.locator("#low-confidence").scroll_into_view_if_needed()
     assert page.evaluate("window.__xss") is None  # still, after everything was rendered and laid out
     screenshot(page, shots, "serve-data-untrusted.png")
+
+
+def test_the_keep_button_keeps_the_statement_that_ran_as_a_labelled_example(page, ops, kept, url):
+    """rag serve --keep-sql FILE: the SQL step offers to keep its statement; the server runs it again through the
+    guard and appends the question, the statement (without the LIMIT the guard added) and its rows to FILE, as rag
+    ask --keep-sql does; the same question again is refused, and so is a statement the guard refuses."""
+    import json
+
+    from rag.eval.golden import load_golden
+
+    _, counts = ops
+    ask(page, COUNT)
+    page.locator("#trace summary").click()  # the trace folds away when the answer is done
+    step = page.locator("#timeline li.step-sql")
+    step.locator("button.keep-sql").click()
+    page.wait_for_function("document.querySelector('.keep-status').textContent.includes('kept as')")
+    assert str(kept) in text(page, ".keep-status") and step.locator("button.keep-sql").is_disabled()
+    [item] = load_golden(kept)  # a golden file rag eval and sql_examples read
+    assert (item.question, item.split, item.meta["route"]) == (COUNT, "train", "data")
+    assert item.meta["gold_sql"] == OPEN_CLAIMS.replace("count(*)", "COUNT(*)")  # as the guard writes it, no LIMIT
+    assert item.meta["gold_result"] == [[counts["open"]]] and str(counts["open"]) in item.reference_answer
+
+    before = kept.read_bytes()
+    again = httpx.post(url + "/api/keep", json={"question": COUNT, "sql": OPEN_CLAIMS}, timeout=60)
+    assert again.status_code == 400 and "already holds this question" in again.json()["error"]
+    hostile = httpx.post(url + "/api/keep", json={"question": "Drop them", "sql": "DROP TABLE claims"}, timeout=60)
+    assert hostile.status_code == 400 and "DROP is not allowed" in hostile.json()["error"]  # the guard's reason
+    missing = httpx.post(url + "/api/keep", json={"question": "No statement"}, timeout=60)
+    assert missing.status_code == 400 and missing.json()["error"] == "sql: required, a non-empty string"
+    assert kept.read_bytes() == before and json.loads(before)["id"] == item.id  # nothing else written
+

@@ -32,6 +32,9 @@ def serve_cmd(
     review: Optional[Path] = typer.Option(None, "--review", readable=False, help="A golden set JSONL (rag golden draft "
                                           "wrote it) to review on the page, in a Review tab: each decision is "
                                           "written into it at once. Without it the server writes no file."),
+    keep_sql: Optional[Path] = typer.Option(None, "--keep-sql", readable=False, help="A JSONL the page's \"Keep this "
+                                            "query\" button appends a question and its SQL statement to, as a "
+                                            "labelled example (as rag ask --keep-sql); use it as sql_examples."),
 ) -> None:
     """Serve a web page to ask questions and watch each decision stream in (retrieve, grade, rewrite, answer or
     refuse), and to browse evaluation runs and compiled artifacts. JSON API under /api/ (docs/guides/web.md).
@@ -45,6 +48,8 @@ def serve_cmd(
         rag serve --config hybrid --set answerer_model=groq/openai/gpt-oss-120b
 
         rag serve --review mine.jsonl               # review a drafted golden set in the Review tab
+
+        rag serve --index-dir ops/index --keep-sql my_sql.jsonl   # keep statements from the page
     """
     for path, flag in ((runs, "--runs"), (golden, "--golden"), (index_dir, "--index-dir"), (review, "--review")):
         check_readable(path, flag)  # before anything loads or binds
@@ -58,13 +63,15 @@ def serve_cmd(
                          "pip install -e .)") from None
     from rag.serve import build_app, check_runs
     from rag.serve.goldenview import check_review
+    from rag.serve.keeping import check_keep
     from rag.serve.server import serve_forever
 
     check_runs(runs)  # before anything loads or binds
     check_review(review)
+    check_keep(keep_sql)
     clean_warnings()
     pairs = [*(sets or []), *([f"index_dir={index_dir}"] if index_dir else []), *(["cache=false"] if no_cache else [])]
     configure_dspy(settings_from(pairs))
     serve_forever(lambda: build_app(runs=runs, sets=pairs, config=config, golden=golden, max_waiting=queue, host=host,
-                                    review=review),
+                                    review=review, keep_sql=keep_sql),
                   host, port)

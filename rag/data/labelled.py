@@ -135,9 +135,10 @@ class SQLExamples:
 
 
 def keep_example(path: str | Path, question: str, sql: str, rows: list[list[Any]] | None, route: str | None,
-                 answer: str = "") -> str:
+                 answer: str = "", via: str = "rag ask --keep-sql") -> str:
     """Append ``question`` and its ``sql`` to ``path`` (created when missing) as a labelled example in split
-    ``KEPT_SPLIT``, with ``rows`` as its gold result when they are all of it (None: truncated); its id. An
+    ``KEPT_SPLIT``, with ``rows`` as its gold result when they are all of it (None: truncated), and ``kept``: the
+    day and ``via`` (a sentence, not a bare date, which datasets would read back as a timestamp); its id. An
     InputError when ``path`` already holds the question, in any split (edit or delete that line instead), or is not
     a golden JSONL."""
     import datetime as dt
@@ -161,7 +162,7 @@ def keep_example(path: str | Path, question: str, sql: str, rows: list[list[Any]
     item_id = "kept-" + hashlib.sha1(question.encode("utf-8")).hexdigest()[:10]
     record = {"id": item_id, "type": "answerable", "split": KEPT_SPLIT, "question": question,
               "reference_answer": answer, "should_refuse": False, "evidence": [], "route": route or "data",
-              "key_facts": [], "gold_sql": sql, "kept_on": dt.date.today().isoformat()}
+              "key_facts": [], "gold_sql": sql, "kept": f"{dt.date.today().isoformat()} with {via}"}
     if rows is not None:
         record["gold_result"] = rows
     append_json_line(file, record)

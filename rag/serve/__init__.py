@@ -6,6 +6,7 @@ and compiled artifacts.
 - ``evalview``  runs and artifacts as JSON, through rag.report.analysis, rag.report.markdown, rag.report.compare and rag.report.plots
 - ``recordings`` eval runs' answers to a question, played back by the page when the server is busy or loading
 - ``goldenview`` ``rag serve --review FILE``: a golden set's items, one at a time, and a human's decisions written to FILE
+- ``keeping``   ``rag serve --keep-sql FILE``: a statement the page showed, run again and kept as a labelled SQL example
 - ``app``       the FastAPI app: the page and the JSON API
 - ``server``    uvicorn on a bound socket, in the foreground or on a thread
 - ``static/``   the page: HTML, CSS and JavaScript modules, served as they are
@@ -63,16 +64,17 @@ def example_questions(golden: Path, per_type: int = PER_TYPE,
 
 def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config: str = "full",
               golden: Path | None = None, workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1",
-              review: Path | None = None) -> Any:
+              review: Path | None = None, keep_sql: Path | None = None) -> Any:
     """The app ``rag serve`` runs: the real programs (built on first use), runs under ``runs`` (default
     ``$SIEVE_RUNS`` or ``SIEVE_HOME/runs``), example questions from ``golden``; ``host`` is the address it listens
-    on (the Host names it answers for, rag.serve.guard); ``review`` the golden file of the Review tab (none
-    without it: the server writes no file)."""
+    on (the Host names it answers for, rag.serve.guard); ``review`` the golden file of the Review tab and
+    ``keep_sql`` the file statements are kept in (none without them: the server writes no file)."""
     from rag.paths import golden_path
     from rag.report.runset import default_paths
     from rag.serve.app import create_app
     from rag.serve.evalview import RunBrowser
     from rag.serve.goldenview import GoldenReview
+    from rag.serve.keeping import KeptQueries
     from rag.serve.programs import Programs
 
     check_runs(runs)
@@ -86,4 +88,5 @@ def build_app(*, runs: Path | None = None, sets: list[str] | None = None, config
 
     examples = example_questions(golden, recorded=lambda questions: find(browser.folders(), questions, full=False))
     return create_app(programs, browser, examples=examples, workers=workers,
-                      max_waiting=max_waiting, host=host, review=reviewing)
+                      max_waiting=max_waiting, host=host, review=reviewing,
+                      keep=KeptQueries(keep_sql, programs.index) if keep_sql is not None else None)

@@ -14,6 +14,8 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
     GET  /api/review                  rag serve --review FILE: its items, their review state, the counts (goldenview)
     GET  /api/review/item?id=         one item with its passages and the model's proposal
     POST /api/review/decide           {"id", "decision", "version", "question"?, "reference_answer"?}: written to FILE
+    POST /api/keep                    rag serve --keep-sql FILE: {"question", "sql", "written"?, "route"?, "answer"?}
+                                      run again through the guard and kept in FILE as a labelled example (keeping)
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
 ``MAX_BODY`` bytes. ``history`` is a follow-up's conversation, its earlier turns oldest first (``[{"question",
@@ -48,6 +50,7 @@ from rag.errors import BadRequest, NotFound, SieveError
 from rag.serve.evalview import RunBrowser
 from rag.serve.goldenview import DECISION_SHAPE, GoldenReview
 from rag.serve.guard import Guard
+from rag.serve.keeping import KeptQueries
 from rag.serve.programs import AUTO, Programs
 from rag.serve.recordings import find, recording
 from rag.serve.stream import Job, QueueFull, Runner, sse
@@ -184,9 +187,10 @@ def connected(request: Request, loop: asyncio.AbstractEventLoop, timeout: float 
 
 def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[str, Any]] | None = None,
                workers: int = 1, max_waiting: int = 8, host: str = "127.0.0.1",
-               review: GoldenReview | None = None) -> FastAPI:
+               review: GoldenReview | None = None, keep: KeptQueries | None = None) -> FastAPI:
     """The app; ``host`` is the address ``rag serve`` listens on (``--host``): the Host names it answers for;
-    ``review`` the golden file of ``rag serve --review`` (without it the review endpoints answer 404)."""
+    ``review`` the golden file of ``rag serve --review`` (without it the review endpoints answer 404); ``keep`` the
+    examples file of ``rag serve --keep-sql`` (without it /api/keep answers 404)."""
     runner = Runner(programs, workers=workers, max_waiting=max_waiting)
 
     @asynccontextmanager
@@ -241,7 +245,7 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
                 "artifacts": programs.artifacts(), "examples": recorded(examples or []), "runs_dir": str(browser.root),
                 "max_question_chars": MAX_QUESTION_CHARS, "max_waiting": max_waiting,
                 "max_history_turns": MAX_HISTORY_TURNS, "max_history_chars": MAX_HISTORY_CHARS,
-                "review": review.info() if review else None}
+                "review": review.info() if review else None, "keep_sql": keep.info() if keep else None}
 
     def job_for(request: Request, question: Any, config: Any, artifact: Any, history: Any = None) -> Job:
         if not isinstance(question, str) or not question.strip():
@@ -394,6 +398,17 @@ def create_app(programs: Programs, browser: RunBrowser, *, examples: list[dict[s
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(f"the body is not JSON ({exc}); send {DECISION_SHAPE}") from None
         return await run_in_threadpool(golden.decide, body)
+
+    # ---------------------------------------------------------------- rag serve --keep-sql FILE
+    @app.post("/api/keep")
+    async def keep_query(request: Request) -> dict[str, Any]:
+        if keep is None:
+            raise NotFound("nothing is kept here: start the server with rag serve --keep-sql FILE")
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"the body is not JSON ({exc}); send {{\"question\": ..., \"sql\": ...}}") from None
+        return await run_in_threadpool(keep.keep, body)
 
     return app
 

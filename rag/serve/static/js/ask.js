@@ -1,6 +1,6 @@
 // The ask page: question, configuration and artifact, examples; the trace streams in step by step. Each question is
 // sent with the conversation's last turns (conversation.js), shown above it.
-import { streamEvents } from "./api.js";
+import { getJSON, streamEvents } from "./api.js";
 import * as conversation from "./conversation.js";
 import * as playback from "./playback.js";
 import { el, show, ms, secs } from "./dom.js";
@@ -9,7 +9,9 @@ import { sourceCard } from "./sources.js";
 import { answerText, pendingStep, renderStep } from "./trace.js";
 
 const $ = (id) => document.getElementById(id);
-const ctx = { onPassage: openPassage };
+const ctx = { onPassage: openPassage };  // + keep, with rag serve --keep-sql (trace.js shows the button)
+let lastRoute = null;  // the current question's route and answer, sent with a kept statement
+let lastAnswer = "";
 let running = null;
 let started = 0;  // performance.now() when the question was sent: "Done in" is the wall time the person waited
 let historyLimit = 0;  // the server's bound on a history's characters (/api/info)
@@ -268,6 +270,8 @@ export async function ask() {
   $("progress").textContent = "Sending…";
   writing = false;
   retrieved.clear();
+  lastRoute = null;
+  lastAnswer = "";
   started = performance.now();
   const body = { question, config: $("config").value, artifact: $("artifact").value, history };
   const onEvent = (kind, data) => {
@@ -278,11 +282,13 @@ export async function ask() {
     else if (kind === "token") showDraft(data);
     else if (kind === "step") {
       for (const h of data.node === "retrieve" ? data.hits || [] : []) retrieved.add(h.chunk_id);
+      if (data.node === "route" && data.route) lastRoute = data.route;
       const old = $("timeline").querySelector(`li[data-index="${Number(data.index)}"]`);
       const node = renderStep(data, ctx);
       if (old) old.replaceWith(node); else $("timeline").append(node);
     } else if (kind === "done") {
       // a turn of the conversation (a refusal too): shown above the next question, and sent with it
+      lastAnswer = data.refused ? "" : String(data.answer || "");
       conversation.add(question, data.answer, data.refused);
       showFollowUp();
       showResult(data); traceDone(data); showDone(data); setRunning(false); reveal();
@@ -304,7 +310,15 @@ export async function ask() {
   }
 }
 
+// rag serve --keep-sql FILE: a SQL step's statement, with the question it answered and the route it took.
+async function keepQuery(step) {
+  return getJSON("/api/keep", { method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ question: step.query || "", sql: step.result.sql || "", written: step.sql || "",
+                           route: lastRoute, answer: lastAnswer }) });
+}
+
 export function initAsk(info) {
+  if (info.keep_sql) ctx.keep = keepQuery;
   fillChoices(info);
   fillExamples(info.examples);
   $("question").maxLength = info.max_question_chars;

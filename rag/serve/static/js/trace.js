@@ -123,7 +123,8 @@ function body(s, ctx) {
     case "sql":
       return [el("pre", { class: "sql" }, s.sql || "(no query)"),
               s.result ? el("div", {}, `[${s.result.id}] `, sqlResult(s.result))
-                       : el("div", { class: "reason" }, "not run: ", s.reason || "")];
+                       : el("div", { class: "reason" }, "not run: ", s.reason || ""),
+              s.result && ctx.keep ? keepButton(s, ctx) : ""];
     case "critique":
       return [el("div", {}, el("span", { class: `badge ${s.verdict ? "yes" : "no"}` }, s.verdict ? "GROUNDED" : "NOT GROUNDED"),
                       s.check ? el("span", { class: "muted" }, ` ${s.check} check`) : ""),
@@ -139,6 +140,24 @@ function body(s, ctx) {
         ...(s.answer ? [el("p", { class: "answer-text" }, String(s.answer))] : []),
       ];
   }
+}
+
+// rag serve --keep-sql FILE: the statement that ran, kept as a labelled example (the server runs it again).
+function keepButton(s, ctx) {
+  const status = el("span", { class: "muted keep-status", role: "status" });
+  const button = el("button", { type: "button", class: "keep-sql" }, "Keep this query as an example");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    status.textContent = " keeping…";
+    try {
+      const kept = await ctx.keep(s);
+      status.textContent = ` kept as ${kept.id} in ${kept.file}`;
+    } catch (e) {
+      status.textContent = ` not kept: ${e.message}`;
+      button.disabled = false;
+    }
+  });
+  return el("div", { class: "keep" }, button, status);
 }
 
 export function renderStep(s, ctx = {}) {
