@@ -623,6 +623,7 @@ def test_coverage_finds_a_count_of_something_no_table_records(coverage):
     assert coverage.uncounted("How many claims were filed in May?", "SELECT COUNT(*) FROM claims JOIN shipments "
                               "USING (shipment_id)") is None
     assert coverage.uncounted("How many pallets?", "SELEC COUNT(*) FROM") is None  # does not parse: not checked
+    assert coverage.uncounted("How many pallets?", "SELECT COUNT(*) FROM (SELECT 1) AS t") is None  # no table of ours
     asked = "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S00113' AND status = 'lost'"  # a yes/no question
     assert coverage.uncounted("Was the loss of S00113 reported to the police?", asked) == (
         "it counts rows of shipments to say whether it was reported, which no column of them records")

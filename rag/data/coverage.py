@@ -148,6 +148,8 @@ class Coverage:
         if thing is None and happened is None or not counts_only(sql):
             return None
         read = {t for t, _ in self.columns} & set(tables_read(sql))
+        if not read:  # no table of the index: nothing to compare the question's words with
+            return None
         about = " ".join([*(self.tables.get(t, t) for t in read), *(" ".join(v) for (t, _), v in self.columns.items()
                                                                    if t in read)])
         known = _roots(about) | {w for value in self.values for w in value}
