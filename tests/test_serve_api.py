@@ -348,3 +348,14 @@ def test_binding_is_loopback_by_default_and_a_busy_port_is_one_clean_error():
         busy.close()
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "no authentication" in out.stderr and f"Error: cannot listen on 0.0.0.0:{port}" in out.stderr
+
+
+def test_rag_serve_keep_sql_needs_a_file_in_a_folder_that_exists(tmp_path, monkeypatch):
+    """--keep-sql is checked before anything loads or binds: a folder, or a file in a missing folder, is one line."""
+    from tests.catalogue_support import check, run_cli
+
+    monkeypatch.chdir(tmp_path)
+    check(run_cli("serve", "--keep-sql", tmp_path / "nowhere" / "k.jsonl", "--port", "0"), 1,
+          r"^Error: --keep-sql .*k\.jsonl: the folder .*nowhere does not exist; create it first$")
+    check(run_cli("serve", "--keep-sql", tmp_path, "--port", "0"), 1,
+          r"^Error: --keep-sql .* is not a file; name a JSONL file \(created when missing\)$")
