@@ -49,6 +49,7 @@ def replay_setup(doc: str, checks: tuple[str, ...] = ()) -> tuple[argparse.Names
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     if checks:
         parser.add_argument("--check", choices=checks, default=checks[0], help="the check replayed on top of the others")
+        parser.set_defaults(default_check=checks[0])  # replay_command leaves the default out of the command line
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index the runs were made on")
     parser.add_argument("--run", type=Path, action="append", required=True, help="a finished run; repeatable")
     parser.add_argument("--seen", action="append", default=[], help="a run (its folder name) whose questions were in "
@@ -68,7 +69,7 @@ def replay_setup(doc: str, checks: tuple[str, ...] = ()) -> tuple[argparse.Names
 def replay_command(script: str, args: argparse.Namespace) -> str:
     """The command line that made a replay's output, as its report shows it."""
     return (f"Command: `python benchmarks/{script} --index-dir {shown_path(args.index_dir)} "
-            + (f"--check {args.check} " if getattr(args, "check", None) not in (None, "filters") else "")
+            + (f"--check {args.check} " if getattr(args, "check", None) != getattr(args, "default_check", None) else "")
             + " ".join(f"--run {r}" for r in args.run) + "".join(f" --seen {s}" for s in args.seen) + "`")
 
 

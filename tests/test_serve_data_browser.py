@@ -311,5 +311,8 @@ def test_the_keep_button_keeps_the_statement_that_ran_as_a_labelled_example(page
     assert hostile.status_code == 400 and "DROP is not allowed" in hostile.json()["error"]  # the guard's reason
     missing = httpx.post(url + "/api/keep", json={"question": "No statement"}, timeout=60)
     assert missing.status_code == 400 and missing.json()["error"] == "sql: required, a non-empty string"
+    broken = httpx.post(url + "/api/keep", content=b'{"question": "Open \\ud800 claims?", "sql": "SELECT 1"}',
+                        headers={"content-type": "application/json"}, timeout=60)
+    assert broken.status_code == 400 and broken.json()["error"].startswith("question: character 6 is U+D800")
     assert kept.read_bytes() == before and json.loads(before)["id"] == item.id  # nothing else written
 

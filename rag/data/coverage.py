@@ -207,43 +207,47 @@ def _known(word: str, known: set[str]) -> bool:
         len(k) >= PREFIX and mine.startswith(k[:PREFIX]) and k.startswith(mine[:PREFIX]) for k in known)
 
 
-def counts_only(sql: str) -> bool:
-    """Whether the outermost SELECT of ``sql`` returns nothing but COUNT(...) expressions."""
+def _parse(sql: str) -> Any:
+    """``sql`` as sqlglot's tree (DuckDB's dialect), or None when it does not parse."""
     import sqlglot
-    from sqlglot import exp
 
     try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
+        return sqlglot.parse_one(sql, read="duckdb")
     except (sqlglot.errors.SqlglotError, ValueError):
-        return False
-    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+        return None
+
+
+def _outer_select(tree: Any) -> Any:
+    """The outermost SELECT of a parsed statement (a CTE's main query too), or None."""
+    from sqlglot import exp
+
+    return None if tree is None else tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+
+
+def counts_only(sql: str) -> bool:
+    """Whether the outermost SELECT of ``sql`` returns nothing but COUNT(...) expressions."""
+    from sqlglot import exp
+
+    select = _outer_select(_parse(sql))
     return bool(select and select.expressions) and all(
         isinstance(e.unalias(), exp.Count) for e in select.expressions)
 
 
 def tables_read(sql: str) -> list[str]:
     """The tables ``sql`` reads anywhere, lower-cased; [] when it does not parse."""
-    import sqlglot
     from sqlglot import exp
 
-    try:
-        return [t.name.lower() for t in sqlglot.parse_one(sql, read="duckdb").find_all(exp.Table)]
-    except (sqlglot.errors.SqlglotError, ValueError):
-        return []
+    tree = _parse(sql)
+    return [] if tree is None else [t.name.lower() for t in tree.find_all(exp.Table)]
 
 
 def returned_columns(sql: str) -> list[tuple[str, str]]:
     """(table, column) of every column the outermost SELECT's expressions read, lower-cased, the table resolved
     through its alias (rag.data.sqlrepair.read_tables; a column written without one: each table that SELECT reads);
     [] when ``sql`` does not parse."""
-    import sqlglot
     from sqlglot import exp
 
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except (sqlglot.errors.SqlglotError, ValueError):
-        return []
-    select = tree if isinstance(tree, exp.Select) else tree.find(exp.Select)
+    select = _outer_select(_parse(sql))
     if select is None:
         return []
     read = read_tables(select)
@@ -259,12 +263,10 @@ def filters(sql: str) -> list[tuple[str, list[str] | None, str]]:
     condition of ``sql`` (anywhere: WHERE, ON, HAVING, subqueries) that compares one column with text values or a
     boolean (=, <>, IN, LIKE); dates and numbers are left out (the question and the rules give those as words: "in
     Q3", "the cap"). [] when ``sql`` does not parse."""
-    import sqlglot
     from sqlglot import exp
 
-    try:
-        tree = sqlglot.parse_one(sql, read="duckdb")
-    except (sqlglot.errors.SqlglotError, ValueError):
+    tree = _parse(sql)
+    if tree is None:
         return []
     found = []
     for condition in tree.find_all(exp.EQ, exp.NEQ, exp.In, exp.Like, exp.ILike, bfs=False):

@@ -56,6 +56,10 @@ class KeptQueries:
 
 
 def _text(body: dict, name: str, limit: int, *, required: bool = True) -> str:
+    """The field ``name`` of ``body``, stripped: a string of at most ``limit`` characters that is valid UTF-8
+    (rag.serve.app.text_field: a lone surrogate would make the kept file one the golden loader refuses)."""
+    from rag.serve.app import text_field
+
     value = body.get(name)
     if value is None and not required:
         return ""
@@ -63,7 +67,7 @@ def _text(body: dict, name: str, limit: int, *, required: bool = True) -> str:
         raise InputError(f"{name}: required, a non-empty string")
     if len(value) > limit:
         raise InputError(f"{name}: {len(value)} characters, at most {limit}")
-    return value.strip()
+    return text_field(name, value).strip()
 
 
 def check_keep(path: Path | None) -> None:
