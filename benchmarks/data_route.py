@@ -11,7 +11,8 @@ as shipped), ``cues`` (rag.data.schemalink: the question's wording against the t
 model call), ``router+demos`` (with the demos of ``--artifact``), ``needs`` (the question split in two yes/no
 questions, ``NEEDS`` below: does the answer come from table rows, does it rest on a rule the documents state; both ->
 both, rows -> data, else docs). SQL variants: ``sql`` (signatures.SQLWriter), ``sql+demos``, ``sql+rules`` (``SQL_RULES`` added to the
-instructions) and ``sql+similar`` (the three labelled queries of ``--examples`` nearest the question as demos, as
+instructions), ``sql+drills`` (the three worked examples of rag.data.drills nearest the question, written from the
+tables with no labels, as ``sql_drills`` shows them) and ``sql+similar`` (the three labelled queries of ``--examples`` nearest the question as demos, as
 ``sql_examples`` shows them, ahead of the schema; after it, a call is 2.1x faster but the examples' gain shrank:
 benchmarks/results/sql_examples_layout.md, measured at commit 9d26ccc and reverted), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
@@ -114,7 +115,8 @@ def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
-    shown, demos = examples.similar(item.question) if examples is not None and "+similar" in variant else ([], None)
+    shown, demos = examples.similar(item.question) \
+        if examples is not None and ("+similar" in variant or "+drills" in variant) else ([], None)
     pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="",
                                **({"demos": demos} if demos else {}))
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
@@ -225,6 +227,13 @@ def main() -> None:
 
         file, _, shown_splits = args.examples.rpartition(":")
         examples = SQLExamples.from_file(file, shown_splits.split(","), index.query_encoder.encode, k=3)
+    drilled = None
+    if "+drills" in args.sql:
+        from rag.data.drills import Drills
+        from rag.data.labelled import SQLExamples
+
+        written = Drills(index.tables_record, warehouse)
+        drilled = SQLExamples.from_items(written.items, index.query_encoder.encode, k=3, linked=written.linked)
     args.records.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["role"], r["variant"], r["id"]): r for r in map(json.loads, args.records.read_text().splitlines())} \
         if args.records.is_file() else {}
@@ -252,7 +261,7 @@ def main() -> None:
             if key not in done or variant == "cues":  # the cues are read again: they take microseconds
                 with _layout(variant):
                     rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)),
-                               examples)
+                               drilled if "+drills" in variant else examples)
                 done[key] = rec
                 with args.records.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

@@ -163,6 +163,9 @@ class Settings:
     sql_examples: str = ""
     sql_example_splits: str = "train,dev"  # the splits of sql_examples shown; never one you report on
     sql_demos: int = 3  # examples shown per question
+    # also show worked examples written from the index's own tables by fixed templates (rag.data.drills: counts,
+    # breakdowns, month ranges, joins on a name, date gaps; each statement checked on the tables), no labels needed
+    sql_drills: bool = False
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

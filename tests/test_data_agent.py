@@ -423,7 +423,7 @@ def test_rag_ask_keeps_the_statement_that_ran_as_a_labelled_example(ops, checksu
     _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept), "--yes")
     assert "already holds this question" in str(out.exception) and len(kept.read_text().splitlines()) == 1
     _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--set", f"sql_examples={kept}", "--trace")
-    assert out.exit_code == 0 and f"shown the 1 labelled queries most like it: {item['id']}" in out.stderr
+    assert out.exit_code == 0 and f"shown the 1 example queries most like it: {item['id']}" in out.stderr
 
 
 def test_the_router_and_the_sql_writer_compile_against_their_labels_without_a_judge(ops, checksum, tmp_path,
@@ -755,7 +755,7 @@ def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops
     pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
     sql = pred.trace.of("sql")[0]
     near, _ = data.examples.similar("How many claims are open?")
-    assert len(near) == 2 and f"shown the 2 labelled queries most like it: {', '.join(near)}" in sql.notes
+    assert len(near) == 2 and f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
     writer_prompt = str(GLOBAL_HISTORY[start]["messages"])
     nearest = next(r for r in shown if r["id"] == near[-1])
     assert nearest["gold_sql"] in writer_prompt and sql.verdict is True and pred.answer.startswith(str(n))
@@ -777,3 +777,79 @@ def test_sql_examples_say_what_their_file_lacks(ops, tmp_path):
         SQLExamples.from_file(garbled, ["train"], index.query_encoder.encode)
     with pytest.raises(ConfigError, match="sql_demos must be between 0 and 8"):
         load_settings({"sql_demos": 9})
+
+
+def test_drills_are_true_of_the_tables_and_show_the_idioms_a_small_writer_misses(ops, checksum):
+    """rag.data.drills over the demo's real tables: every statement runs through the guard and returns the rows it
+    records; among them a month as a range, a record joined on its name (no id guessed), a breakdown with no LIMIT
+    and a date gap written later minus earlier."""
+    import sqlglot
+
+    from rag.data.drills import drills
+
+    index, _ = ops
+    with Warehouse(index.tables_path) as w:
+        items = drills(index.tables_record, w)
+        assert len({i["id"] for i in items}) == len(items) > 40
+        assert len({i["question"].lower() for i in items}) == len(items)
+        for item in items:
+            assert w.run(item["gold_sql"], max_rows=15).to_dict()["rows"] == item["gold_result"], item["id"]
+    by_sql = {i["gold_sql"]: i for i in items}
+    month = next(i for i in items if i["question"] == "How many claims were filed in November 2024?")
+    assert "filed_on >= DATE '2024-11-01' AND filed_on < DATE '2024-12-01'" in month["gold_sql"]
+    named = next(i for i in items if i["question"].startswith("How many shipments are for the customer "))
+    tree = sqlglot.parse_one(named["gold_sql"], read="duckdb")
+    assert tree.find(sqlglot.exp.Join) is not None and "customers.name = '" in named["gold_sql"]
+    assert "customer_id = '" not in named["gold_sql"]
+    breakdown = next(i for i in items if i["question"] == "Break down the claims by reason.")
+    assert "LIMIT" not in breakdown["gold_sql"] and len(breakdown["gold_result"]) == 4
+    late = next(i for i in items if i["question"] == "How many shipments were delivered later than they were promised?")
+    assert "delivered_on > promised_on" in late["gold_sql"] and late["gold_result"][0][0] > 0
+    assert all("LIMIT" not in s or "most" in by_sql[s]["question"] or "top" in by_sql[s]["question"]
+               or "largest" in by_sql[s]["question"] for s in by_sql)
+
+
+def test_sql_drills_put_the_nearest_worked_examples_in_the_writers_prompt(ops, checksum):
+    """sql_drills = true: with no labelled file, the writer is shown the drills nearest the question, named in the
+    trace; with sql_examples too, both pools are searched."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    settings = load_settings({"index_dir": index.dir, "sql_drills": True, "sql_demos": 2})
+    data, critic = data_stages(index, settings)
+    assert data.examples is not None and all(i["id"].startswith("drill-") for i in data.examples.items)
+    n = open_claims(ops)
+    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
+    start = len(GLOBAL_HISTORY)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    sql = pred.trace.of("sql")[0]
+    near, demos = data.examples.similar("How many claims are open?")
+    assert near[-1] == next(i["id"] for i in data.examples.items if i["question"] == "How many claims have status paid?")
+    assert f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
+    assert demos[-1].sql in str(GLOBAL_HISTORY[start]["messages"]) and pred.answer.startswith(str(n))
+    assert data_stages(index, load_settings({"index_dir": index.dir}))[0].examples is None  # off by default
+
+
+def test_linked_drills_join_on_the_name_the_question_gives(ops, checksum):
+    """A question naming a record (a carrier by its name, a shipment by its id) gets drills written for that record,
+    each checked on the tables, and they rank first among the examples: the writer sees the join on that name."""
+    from rag.data.drills import Drills
+    from rag.data.labelled import SQLExamples
+
+    index, _ = ops
+    with Warehouse(index.tables_path) as w:
+        carrier = w.run("SELECT name FROM carriers ORDER BY carrier_id LIMIT 1").rows[0][0]
+        shipment, customer = w.run("SELECT s.shipment_id, c.name FROM shipments s JOIN customers c ON "
+                                   "s.customer_id = c.customer_id ORDER BY s.shipment_id LIMIT 1").rows[0]
+        drills = Drills(index.tables_record, w)
+        question = f"How many shipments did {carrier} carry last year?"
+        linked = drills.linked(question)
+        count = next(i for i in linked if i["question"] == f"How many shipments are for the carrier {carrier}?")
+        assert f"carriers.name = '{carrier}'" in count["gold_sql"] and count["gold_result"] == \
+            w.run(f"SELECT COUNT(*) FROM shipments JOIN carriers USING (carrier_id) WHERE name = '{carrier}'").to_dict()["rows"]
+        keyed = drills.linked(f"who booked {shipment}?")
+        assert any(i["gold_result"] == [[customer]] and f"'{shipment}'" in i["gold_sql"] for i in keyed)
+        assert drills.linked("How many claims are open?") == []  # nothing named: nothing written
+        examples = SQLExamples.from_items(drills.items, index.query_encoder.encode, k=3, linked=drills.linked)
+        ids, demos = examples.similar(question)
+        assert ids[-1].startswith("linked-") and carrier in demos[-1].sql

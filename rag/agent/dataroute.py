@@ -110,7 +110,7 @@ class DataRoute(dspy.Module):
                 continue
             step.record(stats)
             if example_ids:
-                step.notes.append(f"shown the {len(example_ids)} labelled queries most like it: {', '.join(example_ids)}")
+                step.notes.append(f"shown the {len(example_ids)} example queries most like it: {', '.join(example_ids)}")
             sql = step.sql = clean_sql(pred.sql)
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"

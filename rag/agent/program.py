@@ -85,11 +85,15 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
             from rag.data.labelled import learn_router
 
             learned = learn_router(settings.router_labels, _splits(settings.router_splits), index.query_encoder.encode)
-        if settings.sql_examples.strip() and settings.sql_demos:
-            from rag.data.labelled import SQLExamples
+        if (settings.sql_examples.strip() or settings.sql_drills) and settings.sql_demos:
+            from rag.data.drills import Drills
+            from rag.data.labelled import SQLExamples, labelled_sql
 
-            examples = SQLExamples.from_file(settings.sql_examples, _splits(settings.sql_example_splits),
-                                             index.query_encoder.encode, settings.sql_demos)
+            shown = labelled_sql(settings.sql_examples, _splits(settings.sql_example_splits)) \
+                if settings.sql_examples.strip() else []
+            drills = Drills(record, warehouse) if settings.sql_drills else None
+            examples = SQLExamples.from_items(shown + (drills.items if drills else []), index.query_encoder.encode,
+                                              settings.sql_demos, linked=drills.linked if drills else None)
         data = DataRoute(warehouse, schema_summary(record), cues=cues, learned=learned, examples=examples,
                          columns=columns_of(record), rows=settings.sql_rows, timeout_s=settings.sql_timeout_s,
                          corrections=settings.sql_corrections)

@@ -104,22 +104,37 @@ def learn_router(path: str | Path, splits: Sequence[str], encode: Callable[[list
                          f"{file.name} (splits {', '.join(splits)})")
 
 
+def labelled_sql(path: str | Path, splits: Sequence[str]) -> list[dict[str, Any]]:
+    """The items of ``path`` in ``splits`` with a "gold_sql" statement; an InputError when there are none."""
+    file = Path(path).expanduser()
+    items = [i for i in labelled_items(file, splits, "sql_examples", 'a "gold_sql" statement')
+             if isinstance(i.get("gold_sql"), str) and i["gold_sql"].strip()]
+    if not items:
+        raise InputError(f"{file}: no item of the splits {', '.join(splits)} has a \"gold_sql\" statement; add "
+                         "some, or name other splits with sql_example_splits")
+    return items
+
+
 class SQLExamples:
     """Labelled questions with their gold SQL; ``similar(question)``: the ``k`` most like it, as SQLWriter demos."""
 
-    def __init__(self, items: Sequence[Any], vectors: np.ndarray, encode: Callable[[list[str]], np.ndarray], k: int):
+    def __init__(self, items: Sequence[Any], vectors: np.ndarray, encode: Callable[[list[str]], np.ndarray], k: int,
+                 linked: Callable[[str], list[dict[str, Any]]] | None = None):
         self.items, self.vectors, self.encode, self.k = list(items), np.asarray(vectors, dtype=np.float32), encode, k
+        self.linked = linked  # question -> examples written for it (rag.data.drills.Drills.linked), ranked with these
 
     @classmethod
     def from_file(cls, path: str | Path, splits: Sequence[str], encode: Callable[[list[str]], np.ndarray],
                   k: int = 3) -> SQLExamples:
-        file = Path(path).expanduser()
-        items = [i for i in labelled_items(file, splits, "sql_examples", 'a "gold_sql" statement')
-                 if isinstance(i.get("gold_sql"), str) and i["gold_sql"].strip()]
-        if not items:
-            raise InputError(f"{file}: no item of the splits {', '.join(splits)} has a \"gold_sql\" statement; add "
-                             "some, or name other splits with sql_example_splits")
-        return cls(items, encode([i["question"] for i in items]), encode, k)
+        return cls.from_items(labelled_sql(path, splits), encode, k)
+
+    @classmethod
+    def from_items(cls, items: Sequence[dict[str, Any]], encode: Callable[[list[str]], np.ndarray], k: int = 3,
+                   linked: Callable[[str], list[dict[str, Any]]] | None = None) -> SQLExamples:
+        """Examples from ``items`` (each with an "id", a "question" and its "gold_sql"), e.g. labelled ones and
+        rag.data.drills' together, plus those ``linked`` writes for each question."""
+        vectors = encode([i["question"] for i in items]) if items else np.zeros((0, 0), dtype=np.float32)
+        return cls(items, vectors, encode, k, linked)
 
     def similar(self, question: str) -> tuple[list[str], list[Any]]:
         """The ids and the demos of the ``k`` nearest examples (cosine of the encoder's unit vectors), the nearest
@@ -127,8 +142,11 @@ class SQLExamples:
         ``sql_example_splits``."""
         import dspy
 
-        q = np.asarray(self.encode([question]), dtype=np.float32)[0]
-        nearest = [self.items[j] for j in np.argsort(-(self.vectors @ q), kind="stable")[:self.k]][::-1]
+        extra = self.linked(question) if self.linked is not None else []
+        found = np.asarray(self.encode([question] + [i["question"] for i in extra]), dtype=np.float32)
+        q, pool = found[0], self.items + extra
+        vectors = np.vstack([v for v in (self.vectors, found[1:]) if v.size]) if pool else found[:0]
+        nearest = [pool[j] for j in np.argsort(-(vectors @ q), kind="stable")[:self.k]][::-1]
         return [i["id"] for i in nearest], [dspy.Example(question=i["question"], documents="", previous="",
                                                          sql=i["gold_sql"]).with_inputs("question", "documents", "previous")
                                             for i in nearest]
