@@ -38,6 +38,15 @@ def test_drills_of_a_database_without_tables_are_none(tmp_path):
     assert drills({"tables": []}, None) == []
 
 
+def test_an_empty_table_and_a_list_column_get_no_drills_and_no_error(tmp_path):
+    (tmp_path / "empty.csv").write_text("event_id,happened_on,kind\n", encoding="utf-8")
+    (tmp_path / "tags.jsonl").write_text('{"tag_id": "T1", "labels": ["a", "b"]}\n{"tag_id": "T2", "labels": []}\n',
+                                         encoding="utf-8")
+    record = build_database([tmp_path / "empty.csv", tmp_path / "tags.jsonl"], tmp_path / "t.duckdb")
+    with Warehouse(tmp_path / "t.duckdb") as w:
+        assert [i for i in drills(record, w) if "labels" in i["gold_sql"] or "empty" in i["gold_sql"]] == []
+
+
 @pytest.mark.parametrize(("column", "words"), [("freight_eur", "freight"), ("shipped_on", "shipped"),
                                                ("credit_limit_eur", "credit limit"), ("id", "id")])
 def test_column_words_drop_units_and_key_suffixes(column, words):

@@ -13,9 +13,13 @@ the values a column takes), by fixed templates:
 - a true/false column as the condition itself;
 - a month, a quarter and a per-month breakdown of a date column, written as ranges;
 - days between two dates of a row (the later minus the earlier);
-- a record looked up by its key;
-- a record of another table named by its name, joined on the key (never its id guessed), one hop or two;
+- a record looked up by its key, the names of the records it refers to, its dates moved by a number of days;
+- rows of another table counted for a record named by its name, joined on the key (never its id guessed), one hop
+  or two;
 - the top few by a count, with the LIMIT the question asks for and no other.
+
+:meth:`Drills.linked` writes the last two kinds again for the records a question names (a customer by its name, a
+shipment by its id), so the nearest example is about that very record.
 
 Each statement runs through the guard on the real tables and is kept only when it returns rows, so every example
 is true of the data. Nothing is learned and no model is called; the examples are shown as labelled ones are, the
@@ -126,6 +130,8 @@ def _read(entry: dict[str, Any], warehouse: Any) -> Table:
     table = Table(name=name, rows=rows)
     for col in entry.get("columns", []):
         col_name, kind = col["name"], str(col.get("type") or "").upper()
+        if not (kind in ("VARCHAR", "BOOLEAN") or kind.startswith(("DATE", "TIMESTAMP", "DECIMAL", *_NUMBERS))):
+            continue  # lists, structs, blobs: no template asks about them
         distinct = _scalar(warehouse, f"SELECT COUNT(DISTINCT {_q(col_name)}) FROM {_q(name)}")
         unique = rows > 0 and distinct == rows
         if unique and table.key is None and (col_name.lower() == "id" or col_name.lower().endswith("_id")):
@@ -149,7 +155,9 @@ def _read(entry: dict[str, Any], warehouse: Any) -> Table:
 
 
 def _scalar(warehouse: Any, sql: str) -> Any:
-    return warehouse.run(sql, max_rows=1).rows[0][0]
+    """The first cell of ``sql``'s result; None when it has no rows."""
+    rows = warehouse.run(sql, max_rows=1).rows
+    return rows[0][0] if rows else None
 
 
 # ---------------------------------------------------------------------- the templates
