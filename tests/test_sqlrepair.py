@@ -111,3 +111,61 @@ def test_a_float_sum_reads_without_its_rounding_noise(tables):
     warehouse, _ = tables
     result = warehouse.run("SELECT 0.1::DOUBLE + 0.2::DOUBLE AS x, 710844.0000000006::DOUBLE AS y")
     assert result.to_dict()["rows"] == [[0.3, 710844.0]] and "0.30000000000000004" not in result.as_text()
+
+
+IDLE = ("SELECT COUNT(T1.customer_id) FROM customers AS T1 INNER JOIN shipments AS T2 ON T1.customer_id = "
+        "T2.customer_id WHERE T1.country = 'Belgium' AND T1.key_account = TRUE")
+
+
+def test_a_join_that_only_repeats_rows_is_dropped_to_the_right_count(tables):
+    """drop_idle_joins: "how many Belgian key accounts" written over customers JOIN shipments counts each customer
+    once per shipment; without the join it counts customers. The idle table in FROM gives its place to the next."""
+    from rag.data.sqlrepair import drop_idle_joins
+
+    warehouse, record = tables
+    schema = columns_of(record)
+    right = rows(warehouse, "SELECT COUNT(*) FROM customers WHERE country = 'Belgium' AND key_account")
+    assert rows(warehouse, IDLE) != right
+    cut = drop_idle_joins(IDLE, schema)
+    assert cut is not None and "shipments" not in cut.sql and rows(warehouse, cut.sql) == right
+    assert cut.changes == ["dropped the join of shipments: none of its columns is read, it only repeats rows"]
+    avg = drop_idle_joins("SELECT AVG(T2.credit_limit_eur) FROM shipments AS T1 JOIN customers AS T2 ON "
+                          "T1.customer_id = T2.customer_id WHERE T2.segment = 'pharma'", schema)
+    assert avg is not None and rows(warehouse, avg.sql) == rows(
+        warehouse, "SELECT AVG(credit_limit_eur) FROM customers WHERE segment = 'pharma'")
+
+
+@pytest.mark.parametrize("sql", [
+    # COUNT(*): the repeated rows are what it counts (shipments per carrier)
+    "SELECT T1.name, COUNT(*) FROM carriers AS T1 JOIN shipments AS T2 ON T1.carrier_id = T2.carrier_id GROUP BY T1.name",
+    # DISTINCT: the join is the point (customers who shipped something)
+    "SELECT COUNT(DISTINCT T1.customer_id) FROM customers AS T1 JOIN shipments AS T2 ON T1.customer_id = T2.customer_id",
+    # both tables' columns are read
+    "SELECT T1.name, SUM(T2.freight_eur) FROM customers AS T1 JOIN shipments AS T2 ON T1.customer_id = T2.customer_id "
+    "GROUP BY T1.name",
+    "SELECT COUNT(*) FROM claims WHERE status = 'open'",  # no join
+    "SELECT x FROM claims; DROP TABLE claims",
+])
+def test_a_join_that_is_read_or_counted_stays(tables, sql):
+    from rag.data.sqlrepair import drop_idle_joins
+
+    _, record = tables
+    assert drop_idle_joins(sql, columns_of(record)) is None
+
+
+def test_the_data_route_drops_an_idle_join_when_told_and_says_so(tables):
+    warehouse, record = tables
+    right = rows(warehouse, "SELECT COUNT(*) FROM customers WHERE country = 'Belgium' AND key_account")
+    for drop in (True, False):
+        dspy.configure(lm=DummyLM([{"sql": IDLE}]))
+        route = DataRoute(warehouse, "TABLE customers", columns=columns_of(record), drop_joins=drop)
+        trace = Trace(question="How many Belgian key accounts do we have?")
+        route.query(trace.question, trace, lambda role, predictor, ids, **kw: (predictor(**kw), _NoCost()))
+        step = trace.of("sql")[0]
+        got = [tuple(r) for r in step.result["rows"]]
+        if drop:
+            assert got == right and "shipments" not in step.sql
+            assert step.notes == ["before it ran: dropped the join of shipments: none of its columns is read, it only "
+                                  "repeats rows"]
+        else:
+            assert got != right and step.notes == []
