@@ -158,10 +158,6 @@ class Settings:
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
-    # a joined table none of whose columns the query reads only repeats rows ("how many Belgian customers" over
-    # customers JOIN shipments counts each once per shipment): true = run the query without it
-    # (rag.data.sqlrepair.drop_idle_joins, noted in the trace); false = run it as written
-    sql_drop_idle_joins: bool = False
     # a JSONL of questions with their "gold_sql" (Sieve's golden schema, as `rag demo ops` writes one): the SQLWriter
     # is shown the sql_demos of them most like each question, with their statements (rag.data.labelled); "" = none
     sql_examples: str = ""

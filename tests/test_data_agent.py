@@ -828,7 +828,6 @@ def test_sql_drills_put_the_nearest_worked_examples_in_the_writers_prompt(ops, c
     assert f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
     assert demos[-1].sql in str(GLOBAL_HISTORY[start]["messages"]) and pred.answer.startswith(str(n))
     assert data_stages(index, load_settings({"index_dir": index.dir}))[0].examples is None  # off by default
-    assert data_stages(index, load_settings({"index_dir": index.dir, "sql_drop_idle_joins": True}))[0].drop_joins
 
 
 def test_linked_drills_join_on_the_name_the_question_gives(ops, checksum):

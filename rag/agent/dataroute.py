@@ -32,7 +32,7 @@ import dspy
 
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
-from rag.data.sqlrepair import drop_idle_joins, repair_sql
+from rag.data.sqlrepair import repair_sql
 from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
@@ -44,8 +44,7 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
-                 columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
-                 drop_joins: bool = False):
+                 columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -54,7 +53,6 @@ class DataRoute(dspy.Module):
         self.examples = examples  # rag.data.labelled.SQLExamples: the SQLWriter's demos, the labelled queries nearest
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
-        self.drop_joins = drop_joins  # drop a join that only repeats rows before the statement runs
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 
@@ -135,19 +133,7 @@ class DataRoute(dspy.Module):
     def _run(self, sql: str, step: Step) -> Any:
         """Run ``sql``; when it fails, once more as rag.data.sqlrepair fixes it from the schema (a column moved to
         the table that has it, a missing join, a date literal), noted in the step. Raises the first error when
-        there is nothing to fix or the fixed statement fails too. With ``drop_joins``, a join that only repeats
-        rows is dropped first (rag.data.sqlrepair.drop_idle_joins), noted; the statement as written runs when the
-        one without it fails."""
-        tidy = drop_idle_joins(sql, self.columns) if self.columns and self.drop_joins else None
-        if tidy is not None:
-            try:
-                result = self.warehouse.run(tidy.sql, time_limit_s=self.timeout_s, max_rows=self.rows)
-            except DataError:
-                pass
-            else:
-                step.notes.append(f"before it ran: {'; '.join(tidy.changes)}")
-                step.sql = tidy.sql
-                return result
+        there is nothing to fix or the fixed statement fails too."""
         try:
             return self.warehouse.run(sql, time_limit_s=self.timeout_s, max_rows=self.rows)
         except DataError as first:

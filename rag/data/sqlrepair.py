@@ -61,26 +61,6 @@ def repair_sql(sql: str, schema: dict[str, dict[str, str]]) -> Repair | None:
     return Repair(tree.sql(dialect="duckdb"), changes) if changes else None
 
 
-def drop_idle_joins(sql: str, schema: dict[str, dict[str, str]]) -> Repair | None:
-    """The statement without a joined table none of whose columns it reads anywhere but in that table's own join
-    condition (a bridge another join's condition reads is read), or None when there is none. Such a join only
-    repeats rows: "how many Belgian customers ..." written ``FROM customers JOIN shipments`` counts each customer
-    once per shipment. Left alone: a query with DISTINCT ("customers who shipped something": the join is the point)
-    or ``COUNT(*)`` ("shipments per carrier": the repeated rows are what it counts), and one with two idle tables.
-    When the idle table was the one in FROM, the next takes its place."""
-    try:
-        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
-    except SqlglotError:
-        return None
-    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        return None
-    tree, changes = trees[0], []
-    if tree.find(exp.Distinct) is None and not _counts_rows(tree):
-        for select in list(tree.find_all(exp.Select)):
-            _drop_idle_join(select, tree, schema, changes)
-    return Repair(tree.sql(dialect="duckdb"), changes) if changes else None
-
-
 def read_tables(select: exp.Select) -> dict[str, str]:
     """``{alias or name, lower case: table}`` of the tables this SELECT reads directly (not its subqueries')."""
     found = {}
@@ -172,82 +152,3 @@ def _fix_like(select: exp.Select, schema: dict[str, dict[str, str]], changes: li
 def _note(changes: list[str], change: str) -> None:
     if change not in changes:  # T1.region in SELECT and in GROUP BY: one fix
         changes.append(change)
-
-
-# ---------------------------------------------------------------------- idle joins (drop_idle_joins)
-def _counts_rows(tree: exp.Expression) -> bool:
-    """Whether the query counts rows (``COUNT(*)``, ``COUNT(1)``): there a join's repeated rows are what it counts."""
-    return any(isinstance(c.this, exp.Star) or isinstance(c.this, exp.Literal) for c in tree.find_all(exp.Count))
-
-
-def _and_parts(node: exp.Expression) -> list[exp.Expression]:
-    """The parts of an AND chain (through parentheses); a lone condition is its own one part."""
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _and_parts(node.left) + _and_parts(node.right)
-    return [node]
-
-
-def _drop_idle_join(select: exp.Select, tree: exp.Expression, schema: dict[str, dict[str, str]],
-                    changes: list[str]) -> None:
-    joins = list(select.args.get("joins") or [])
-    source = select.args.get("from_") or select.args.get("from")
-    if not joins or source is None or any(isinstance(e, exp.Star) for e in select.expressions):
-        return
-    tables = [source.this, *(j.this for j in joins)]
-    if not all(isinstance(t, exp.Table) and t.name for t in tables) or any(j.args.get("on") is None for j in joins):
-        return
-    ons = [j.args["on"] for j in joins]
-    idle = []
-    for i, table in enumerate(tables):
-        linked = _links(table, tables, tree, ons, schema)
-        if linked is not None and (i > 0 and linked is ons[i - 1] or i == 0 and linked is ons[0]):
-            idle.append(i)
-    if len(idle) != 1:
-        return
-    i = idle[0]
-    if i == 0:
-        source.set("this", joins[0].this.copy())
-    joins[max(i - 1, 0)].pop()
-    changes.append(f"dropped the join of {tables[i].name}: none of its columns is read, it only repeats rows")
-
-
-def _key(table: exp.Table) -> str:
-    return (table.alias_or_name or table.name).lower()
-
-
-def _links(table: exp.Table, tables: list[exp.Table], tree: exp.Expression, ons: list[exp.Expression],
-           schema: dict[str, dict[str, str]]) -> exp.Expression | None:
-    """The one join condition that reads ``table``'s columns when nothing else in the query reads them and that
-    condition is equalities of columns; None when the table is read, or linked by more than one condition."""
-    key, own = _key(table), schema.get(table.name.lower(), {})
-    others = {t.name.lower() for t in tables if t is not table}
-    found = set()
-    for column in tree.find_all(exp.Column):
-        name = column.name.lower()
-        if column.table:
-            mine = column.table.lower() == key
-        else:  # unqualified: the table's when no other table of the query has such a column
-            mine = name in own and not any(name in schema.get(o, {}) for o in others)
-        if not mine:
-            continue
-        on = next((o for o in ons if _inside(column, o)), None)
-        if on is None:
-            return None
-        found.add(id(on))
-    if len(found) != 1:
-        return None
-    on = next(o for o in ons if id(o) in found)
-    if not all(isinstance(p, exp.EQ) and isinstance(p.this, exp.Column) and isinstance(p.expression, exp.Column)
-               for p in _and_parts(on)):
-        return None
-    return on
-
-
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
