@@ -56,10 +56,10 @@ class Trim:
     changes: list[str] = field(default_factory=list)  # one line per cut, for the report
 
 
-def trim_sql(sql: str, schema: dict[str, dict[str, str]], grounds: str) -> Trim | None:
+def trim_sql(sql: str, schema: dict[str, dict[str, str]], grounds: str = "", *, conditions: bool = True) -> Trim | None:
     """The statement without its idle joins and its ungrounded text conditions (see the module's docstring), or
     None when it has neither. ``schema`` is rag.data.sqlrepair.columns_of's; ``grounds`` the question and the
-    passages the writer read."""
+    passages the writer read; ``conditions=False``: the idle joins alone."""
     try:
         trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
     except SqlglotError:
@@ -69,7 +69,7 @@ def trim_sql(sql: str, schema: dict[str, dict[str, str]], grounds: str) -> Trim 
     tree = trees[0]
     changes: list[str] = []
     said = set(words(grounds))
-    for where in list(tree.find_all(exp.Where)):
+    for where in list(tree.find_all(exp.Where)) if conditions else []:
         _drop_ungrounded(where, said, changes)
     if tree.find(exp.Distinct) is None and not _counts_rows(tree):
         for select in list(tree.find_all(exp.Select)):
@@ -81,17 +81,7 @@ def drop_idle_joins(sql: str, schema: dict[str, dict[str, str]]) -> Trim | None:
     """The idle-join half of :func:`trim_sql` alone: the statement without a joined table none of whose columns it
     reads outside that table's own join condition (no DISTINCT, no ``COUNT(*)``), or None when there is none.
     Replayed by benchmarks/idle_joins.py; not built (benchmarks/results/idle_joins.md)."""
-    try:
-        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
-    except SqlglotError:
-        return None
-    if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        return None
-    tree, changes = trees[0], []
-    if tree.find(exp.Distinct) is None and not _counts_rows(tree):
-        for select in list(tree.find_all(exp.Select)):
-            _drop_idle_join(select, tree, schema, changes)
-    return Trim(tree.sql(dialect="duckdb"), changes) if changes else None
+    return trim_sql(sql, schema, conditions=False)
 
 
 def _counts_rows(tree: exp.Expression) -> bool:

@@ -734,7 +734,6 @@ def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops
     the SQL writer's prompt as demos, the nearest last, named in the trace; the writer's statement still runs
     through the guard."""
     from rag.data.labelled import SQLExamples
-    from rag.retrieval.retriever import Retriever
 
     index, _ = ops
     labels = _labels(ops, tmp_path)
@@ -750,15 +749,25 @@ def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops
     settings = load_settings({"index_dir": index.dir, "sql_examples": str(labels), "sql_demos": 2})
     data, critic = data_stages(index, settings)
     n = open_claims(ops)
-    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
-    start = len(GLOBAL_HISTORY)
-    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    pred, writer_prompt = _ask_open_claims(ops, data, critic)
     sql = pred.trace.of("sql")[0]
     near, _ = data.examples.similar("How many claims are open?")
     assert len(near) == 2 and f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
-    writer_prompt = str(GLOBAL_HISTORY[start]["messages"])
     nearest = next(r for r in shown if r["id"] == near[-1])
     assert nearest["gold_sql"] in writer_prompt and sql.verdict is True and pred.answer.startswith(str(n))
+
+
+def _ask_open_claims(ops, data, critic):
+    """The agent over the demo asked "How many claims are open?", its writer scripted to OPEN_CLAIMS: the
+    prediction and the SQL writer's prompt."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    n = open_claims(ops)
+    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
+    start = len(GLOBAL_HISTORY)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    return pred, str(GLOBAL_HISTORY[start]["messages"])
 
 
 def test_sql_examples_say_what_their_file_lacks(ops, tmp_path):
@@ -812,21 +821,17 @@ def test_drills_are_true_of_the_tables_and_show_the_idioms_a_small_writer_misses
 def test_sql_drills_put_the_nearest_worked_examples_in_the_writers_prompt(ops, checksum):
     """sql_drills = true: with no labelled file, the writer is shown the drills nearest the question, named in the
     trace; with sql_examples too, both pools are searched."""
-    from rag.retrieval.retriever import Retriever
 
     index, _ = ops
     settings = load_settings({"index_dir": index.dir, "sql_drills": True, "sql_demos": 2})
     data, critic = data_stages(index, settings)
     assert data.examples is not None and all(i["id"].startswith("drill-") for i in data.examples.items)
-    n = open_claims(ops)
-    dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
-    start = len(GLOBAL_HISTORY)
-    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    pred, writer_prompt = _ask_open_claims(ops, data, critic)
     sql = pred.trace.of("sql")[0]
     near, demos = data.examples.similar("How many claims are open?")
     assert near[-1] == next(i["id"] for i in data.examples.items if i["question"] == "How many claims have status paid?")
     assert f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
-    assert demos[-1].sql in str(GLOBAL_HISTORY[start]["messages"]) and pred.answer.startswith(str(n))
+    assert demos[-1].sql in writer_prompt and pred.answer.startswith(str(open_claims(ops)))
     assert data_stages(index, load_settings({"index_dir": index.dir}))[0].examples is None  # off by default
 
 
