@@ -16,7 +16,8 @@ tables with no labels, as ``sql_drills`` shows them) and ``sql+similar`` (the th
 ``sql_examples`` shows them, ahead of the schema; after it, a call is 2.1x faster but the examples' gain shrank:
 benchmarks/results/sql_examples_layout.md, measured at commit 9d26ccc and reverted), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
-writer reads its gold passages. A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
+writer reads its gold passages. ``@text`` has the writer answer with a ```sql block instead of JSON (the agent's
+``sql_output = "text"``, rag.agent.sqltext). A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
 the test split is for reporting.
@@ -83,7 +84,13 @@ def _layout(variant: str):
     adapter.LEADING_INPUTS = (*shipped, "tables") if first else tuple(i for i in shipped if i != "tables") \
         if "@question-first" in variant else shipped
     try:
-        yield
+        if "@text" in variant:  # the writer answers with a ```sql block (rag.agent.sqltext, sql_output = "text")
+            from rag.agent.sqltext import SQLTextAdapter
+
+            with dspy.context(adapter=SQLTextAdapter()):
+                yield
+        else:
+            yield
     finally:
         adapter.LEADING_INPUTS = shipped
 

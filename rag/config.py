@@ -42,6 +42,7 @@ ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
+SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
 CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
@@ -158,6 +159,9 @@ class Settings:
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
+    # how the SQLWriter writes its query: "json" = inside the JSON object every role answers in, its decoding
+    # constrained by the schema (rag.lm.adapter); "text" = as a ```sql block of free text (rag.agent.sqltext)
+    sql_output: str = "json"
     # a JSONL of questions with their "gold_sql" (Sieve's golden schema, as `rag demo ops` writes one): the SQLWriter
     # is shown the sql_demos of them most like each question, with their statements (rag.data.labelled); "" = none
     sql_examples: str = ""
@@ -252,6 +256,8 @@ class Settings:
         if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
             raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
                               f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters\"")
+        if self.sql_output not in SQL_OUTPUTS:
+            raise ConfigError(f"sql_output={self.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
         if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):

@@ -833,6 +833,11 @@ def test_sql_drills_put_the_nearest_worked_examples_in_the_writers_prompt(ops, c
     assert f"shown the 2 example queries most like it: {', '.join(near)}" in sql.notes
     assert demos[-1].sql in writer_prompt and pred.answer.startswith(str(open_claims(ops)))
     assert data_stages(index, load_settings({"index_dir": index.dir}))[0].examples is None  # off by default
+    from rag.errors import ConfigError
+
+    assert data_stages(index, load_settings({"index_dir": index.dir, "sql_output": "text"}))[0].text_sql
+    with pytest.raises(ConfigError, match="sql_output='xml' is not allowed; use one of: json, text"):
+        load_settings({"sql_output": "xml"})
 
 
 def test_linked_drills_join_on_the_name_the_question_gives(ops, checksum):

@@ -111,3 +111,50 @@ def test_a_float_sum_reads_without_its_rounding_noise(tables):
     warehouse, _ = tables
     result = warehouse.run("SELECT 0.1::DOUBLE + 0.2::DOUBLE AS x, 710844.0000000006::DOUBLE AS y")
     assert result.to_dict()["rows"] == [[0.3, 710844.0]] and "0.30000000000000004" not in result.as_text()
+
+
+def test_the_writer_can_answer_with_a_sql_block_instead_of_json(tables):
+    """sql_output = "text" (rag.agent.sqltext): the writer's prompt asks for a ```sql block and sets no response
+    format (no grammar); the statement is read from the block and still runs through the guard."""
+    from dspy.clients.base_lm import GLOBAL_HISTORY
+
+    from rag.agent.sqltext import SQLTextAdapter
+
+    warehouse, record = tables
+    sql = "SELECT COUNT(*) AS n FROM claims WHERE status = 'open'"
+    dspy.configure(lm=DummyLM([{"sql": sql}], adapter=SQLTextAdapter()))
+    route = DataRoute(warehouse, "TABLE claims (300 rows)", columns=columns_of(record), text_sql=True)
+    trace = Trace(question="How many claims are open?")
+    start = len(GLOBAL_HISTORY)
+    hits = route.query(trace.question, trace, lambda role, predictor, ids, **kw: (predictor(**kw), _NoCost()))
+    step = trace.of("sql")[0]
+    assert [h.chunk_id for h in hits] == ["sql:1"] and step.verdict is True and step.sql.startswith(sql)
+    call = GLOBAL_HISTORY[start]
+    user = call["messages"][-1]["content"]
+    assert user.startswith("Tables:\nTABLE claims") and user.endswith("Write only the query, in one ```sql code block.")
+    assert "How many claims are open?" in user and not call["kwargs"].get("response_format")
+
+
+@pytest.mark.parametrize("reply, sql", [
+    ("Here it is:\n```sql\nSELECT 1;\n```\nDone.", "SELECT 1"),
+    ("```\nSELECT region FROM carriers\n```", "SELECT region FROM carriers"),
+    ("SELECT 2;", "SELECT 2"),  # no block: the whole reply
+    ("", ""),
+])
+def test_the_statement_is_read_from_the_first_block(reply, sql):
+    from rag.agent.sqltext import statement
+
+    assert statement(reply) == sql
+
+
+def test_examples_and_a_failed_query_go_into_the_text_prompt():
+    from rag.agent.sqltext import SQLTextAdapter
+    from signatures import SQLWriter
+
+    messages = SQLTextAdapter().format(SQLWriter, [{"question": "How many carriers?", "sql": "SELECT COUNT(*) FROM carriers"}],
+                                       {"question": "q", "tables": "T", "documents": "[p#1] limit 500 kg",
+                                        "previous": "SELECT x\nerror: no column x"})
+    user = messages[-1]["content"]
+    order = [user.index(s) for s in ("Tables:", "Documents:", "Examples:", "```sql\nSELECT COUNT(*) FROM carriers\n```",
+                                     "Previous query", "Question: q")]
+    assert order == sorted(order) and SQLWriter.instructions in user

@@ -9,7 +9,8 @@ call; the default), a classifier fitted from labelled questions (``learned``, ra
 the SourceRouter signature, which reads the question and the schema summary; for the model, "both" is the safe
 choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted:
 :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit and a row cap.
-With ``sql_examples``, the writer is shown the labelled queries most like the question (rag.data.labelled). A
+With ``sql_examples``, the writer is shown the labelled queries most like the question (rag.data.labelled); with
+``sql_output = "text"`` it writes the query as a ```sql block instead of a JSON string (rag.agent.sqltext). A
 refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason ``corrections``
 times (default once); after that the route reports that it found nothing usable. Before that correction, a
 statement DuckDB refuses for a mistake about where a column is (``T1.region`` when ``region`` is in ``T2``, a table
@@ -24,12 +25,14 @@ it would stop the grader.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
 
+from rag.agent.sqltext import SQLTextAdapter
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
@@ -44,7 +47,8 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 
 class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
-                 columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1):
+                 columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
+                 text_sql: bool = False):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -53,6 +57,7 @@ class DataRoute(dspy.Module):
         self.examples = examples  # rag.data.labelled.SQLExamples: the SQLWriter's demos, the labelled queries nearest
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
+        self.text_sql = text_sql  # the writer answers with a ```sql block, not JSON (rag.agent.sqltext)
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 
@@ -97,8 +102,9 @@ class DataRoute(dspy.Module):
             if attempt:
                 step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
             try:
-                pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
-                                   documents=shown, previous=previous, **({"demos": demos} if demos else {}))
+                with dspy.context(adapter=SQLTextAdapter()) if self.text_sql else contextlib.nullcontext():
+                    pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
+                                       documents=shown, previous=previous, **({"demos": demos} if demos else {}))
             except SieveError as exc:
                 if not isinstance(exc, DataError):
                     raise
