@@ -123,6 +123,7 @@ HOSTILE = [
     ("quoted_function_name", "SELECT * FROM \"read_csv\"('/etc/passwd')"),
     ("schema_qualified_read_csv", "SELECT * FROM main.read_csv('/etc/passwd')"),
     ("read_csv_joined", "SELECT * FROM claims JOIN read_csv('/etc/passwd') r ON true"),
+    ("read_csv_in_exists", "SELECT count(*) FROM claims WHERE EXISTS (SELECT 1 FROM read_csv('/etc/passwd'))"),
     ("read_csv_comma_join", "SELECT * FROM claims, read_csv('/etc/passwd')"),
     ("string_path_as_table", "SELECT * FROM '/etc/passwd'"),
     ("string_csv_as_table", "FROM 'data.csv'"),
@@ -279,6 +280,8 @@ LEGIT = [
     ("in_subquery", "SELECT count(*) AS n FROM claims WHERE shipment_id IN "
                     "(SELECT id FROM shipments WHERE status = 'lost')"),
     ("scalar_subquery", "SELECT count(*) AS n FROM claims WHERE amount > (SELECT avg(amount) FROM claims)"),
+    ("not_exists", "SELECT count(*) AS n FROM shipments s WHERE NOT EXISTS "
+                   "(SELECT 1 FROM claims c WHERE c.shipment_id = s.id)"),
     ("string_functions", "SELECT upper(carrier) AS u, length(origin) AS l, split_part(carrier, '_', 2) AS num, "
                          "lower(origin) LIKE 'h%' AS h FROM shipments ORDER BY id LIMIT 3"),
     ("string_agg_distinct", "SELECT status, string_agg(DISTINCT origin, ', ' ORDER BY origin) AS origins "
@@ -319,6 +322,7 @@ def test_legit_answers_match_the_data(warehouse):
     assert _one(warehouse, dict(LEGIT)["cte"]) == sum(s[3] > 500 for s in shipments)
     assert _one(warehouse, dict(LEGIT)["two_ctes"]) == sum(c[1] in lost for c in claims)
     assert _one(warehouse, dict(LEGIT)["in_subquery"]) == sum(c[1] in lost for c in claims)
+    assert _one(warehouse, dict(LEGIT)["not_exists"]) == len({s[0] for s in shipments} - {c[1] for c in claims})
     totals = {st: sum(c[2] for c in claims if c[3] == st) for st in CLAIM_STATUSES}
     rows = warehouse.run(dict(LEGIT)["group_by_having"]).rows
     assert {r[0]: r[2] for r in rows} == totals

@@ -38,7 +38,7 @@ _DATES = """date_trunc timestamp_trunc date_part datepart extract date_diff date
     try_strptime current_date current_timestamp now today make_date date_from_parts make_timestamp
     timestamp_from_parts age epoch time_to_unix epoch_ms to_timestamp unix_to_time to_days time_bucket date_bin
     date"""
-_OTHER = """cast try_cast case if iif typeof array struct struct_pack list_value unnest explode columns len
+_OTHER = """cast try_cast case if iif exists typeof array struct struct_pack list_value unnest explode columns len
     array_length array_size list_contains array_contains list_distinct array_distinct list_sort array_sort
     list_sum array_to_string array_slice list_transform transform list_filter filter array_filter"""
 
