@@ -110,14 +110,19 @@ class RouteStep(dspy.Module):
 
 
 class SQLStep(dspy.Module):
-    """The data route's SQL writer alone (``Sieve.data.write``), on its first try (no previous statement)."""
+    """The data route's SQL writer alone (``Sieve.data.write``), on its first try (no previous statement), answering
+    as the agent has it answer: a ```sql block (``sql_output = "text"``, rag.agent.sqltext) or JSON."""
 
-    def __init__(self):
+    def __init__(self, text: bool = True):
         super().__init__()
         self.predict = dspy.Predict(SQLWriter)
+        self.text = text
 
     def forward(self, question: str, tables: str, documents: str, previous: str = "") -> dspy.Prediction:
-        return self.predict(question=question, tables=tables, documents=documents, previous=previous)
+        from rag.agent.sqltext import SQLTextAdapter
+
+        with dspy.context(adapter=SQLTextAdapter()) if self.text else nullcontext():
+            return self.predict(question=question, tables=tables, documents=documents, previous=previous)
 
 
 @dataclass

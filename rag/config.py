@@ -161,7 +161,7 @@ class Settings:
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
     # how the SQLWriter writes its query: "json" = inside the JSON object every role answers in, its decoding
     # constrained by the schema (rag.lm.adapter); "text" = as a ```sql block of free text (rag.agent.sqltext)
-    sql_output: str = "json"
+    sql_output: str = "text"
     # a JSONL of questions with their "gold_sql" (Sieve's golden schema, as `rag demo ops` writes one): the SQLWriter
     # is shown the sql_demos of them most like each question, with their statements (rag.data.labelled); "" = none
     sql_examples: str = ""

@@ -603,3 +603,18 @@ def test_the_hyde_stage_compiles_against_recall_and_applies_to_an_agent_with_hyd
     off = Sieve(retriever, top_k=3)  # hyde off: the artifact still loads, its HyDE demos have nowhere to go
     artifacts.apply(off, artifacts.load(result.artifact.path))
     assert off.expander is None
+
+
+def test_the_sql_role_compiles_the_writer_as_the_agent_runs_it():
+    """optimize.roles.SQLStep answers with a ```sql block when the agent does (sql_output = "text", the default), so
+    the demos and instructions a compile keeps are scored in the format they will be used in."""
+    from dspy.clients.base_lm import GLOBAL_HISTORY
+    from dspy.utils import DummyLM
+
+    from optimize.roles import SQLStep
+    from rag.agent.sqltext import ASK, SQLTextAdapter
+
+    dspy.configure(lm=DummyLM([{"sql": "SELECT 1"}], adapter=SQLTextAdapter()))
+    start = len(GLOBAL_HISTORY)
+    assert SQLStep(text=True)(question="q", tables="TABLE t", documents="").sql == "SELECT 1"
+    assert GLOBAL_HISTORY[start]["messages"][-1]["content"].endswith(ASK)

@@ -384,7 +384,7 @@ def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, 
     n = open_claims(ops)
     args, out = _ask_cli(ops, monkeypatch, tmp_path, {
         "- grounded (": {"reason": "the answer says 'all' but the result counts open claims only", "grounded": False},
-        "- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
+        "- source (": ROUTE_DATA, "```sql code block": {"sql": OPEN_CLAIMS},
         "- cited_ids (": {"answer": f"All {n} claims are open [sql:1].", "cited_ids": ["sql:1"]}},
         "--set", "critic_checks=model")  # the model critic: the number check passes this answer
     assert out.exit_code == 0, out.output
@@ -405,7 +405,7 @@ def test_rag_ask_keeps_the_statement_that_ran_as_a_labelled_example(ops, checksu
     train; the same question is not kept twice; it asks first, so without a terminal it wants --yes; and the file
     works as sql_examples at once."""
     n = open_claims(ops)
-    replies = {"- source (": ROUTE_DATA, "- sql (": {"sql": OPEN_CLAIMS},
+    replies = {"- source (": ROUTE_DATA, "```sql code block": {"sql": OPEN_CLAIMS},
                "- cited_ids (": {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}}
     kept = tmp_path / "mine" / "sql.jsonl"
     _, out = _ask_cli(ops, monkeypatch, tmp_path, replies, "--keep-sql", str(kept))
@@ -488,7 +488,7 @@ def test_compiling_the_router_on_an_index_without_tables_says_what_to_index(tiny
 
 def test_rag_ask_prints_a_few_rows_of_a_long_result_and_says_how_many_more(ops, checksum, tmp_path, monkeypatch):
     _, out = _ask_cli(ops, monkeypatch, tmp_path, {
-        "- grounded (": GROUNDED, "- source (": ROUTE_DATA, "- sql (": {"sql": "SELECT claim_id FROM claims ORDER BY claim_id"},
+        "- grounded (": GROUNDED, "- source (": ROUTE_DATA, "```sql code block": {"sql": "SELECT claim_id FROM claims ORDER BY claim_id"},
         "- cited_ids (": {"answer": "The claims are listed [sql:1].", "cited_ids": ["sql:1"]}}, "--set", "sql_rows=8")
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()

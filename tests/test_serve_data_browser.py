@@ -17,6 +17,7 @@ import pytest
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils import DummyLM
 
+from rag.agent.sqltext import ASK
 from rag.config import ROLES
 from tests.browser_support import browser, completed_nodes, needs_chromium, open_page, screenshot, shots  # noqa: F401
 from tests.serve_support import FIXTURE_RUNS, ROOT
@@ -75,7 +76,8 @@ def out(name: str) -> str:
 
 
 def scripted_lms(counts: dict[str, int]) -> dict[str, Any]:
-    """The router and the critic are the grader's calls, the SQL writer and the answerer the answerer's."""
+    """The router and the critic are the grader's calls, the SQL writer and the answerer the answerer's; the SQL
+    writer's prompt asks for a ```sql block (ASK, rag.agent.sqltext)."""
     grader = ScriptedLM([
         ((COUNT, out("source")), {"reason": "a count of rows", "source": "data"}),
         ((COUNT, out("grounded")), {"reason": "every claim is supported", "grounded": True}),
@@ -85,12 +87,12 @@ def scripted_lms(counts: dict[str, int]) -> dict[str, Any]:
         ((UNTRUSTED, out("grounded")), {"reason": XSS_REASON, "grounded": False}),
     ])
     answerer = ScriptedLM([
-        ((COUNT, out("sql")), {"sql": OPEN_CLAIMS}),
+        ((COUNT, ASK), {"sql": OPEN_CLAIMS}),
         ((COUNT, out("cited_ids")), {"cited_ids": ["sql:1"], "answer": f"There are {counts['open']} open claims [sql:1]."}),
-        ((FLAGGED, out("sql")), {"sql": PAID_CLAIMS}),
+        ((FLAGGED, ASK), {"sql": PAID_CLAIMS}),
         ((FLAGGED, out("cited_ids")), {"cited_ids": ["sql:1"], "answer": "There are 999 paid claims [sql:1]."}),
-        ((UNTRUSTED, out("sql"), "error: "), {"sql": NOTES_SQL}),  # the correction, after the guard's refusal
-        ((UNTRUSTED, out("sql")), {"sql": REFUSED_SQL}),
+        ((UNTRUSTED, ASK, "error: "), {"sql": NOTES_SQL}),  # the correction, after the guard's refusal
+        ((UNTRUSTED, ASK), {"sql": REFUSED_SQL}),
         ((UNTRUSTED, out("cited_ids")), {"cited_ids": ["sql:1"], "answer": NOTES_ANSWER}),
     ])
     return {"grader": grader, "answerer": answerer, "rewriter": answerer, "judge": answerer}

@@ -139,6 +139,9 @@ def test_the_writer_can_answer_with_a_sql_block_instead_of_json(tables):
     ("Here it is:\n```sql\nSELECT 1;\n```\nDone.", "SELECT 1"),
     ("```\nSELECT region FROM carriers\n```", "SELECT region FROM carriers"),
     ("SELECT 2;", "SELECT 2"),  # no block: the whole reply
+    ('{"sql": "SELECT 3"}', "SELECT 3"),  # JSON anyway
+    ("[[ ## sql ## ]]\nSELECT 4\n\n[[ ## completed ## ]]", "SELECT 4"),  # DSPy's chat layout
+    ("{not json", "{not json"),
     ("", ""),
 ])
 def test_the_statement_is_read_from_the_first_block(reply, sql):

@@ -12,6 +12,7 @@ through the SQL guard. Results: benchmarks/results/sql_text.md.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ import dspy
 SYSTEM = "You write DuckDB SQL."
 ASK = "Write only the query, in one ```sql code block."
 FENCE = re.compile(r"```(?:sql)?\s*(.*?)```", re.S | re.I)
+CHAT_FIELD = re.compile(r"\[\[ ## sql ## \]\]\s*(.*?)\s*(?:\[\[ ## \w+ ## \]\]|$)", re.S)
 
 
 class SQLTextAdapter(dspy.Adapter):
@@ -49,6 +51,16 @@ class SQLTextAdapter(dspy.Adapter):
 
 
 def statement(reply: str) -> str:
-    """The query in ``reply``: its first fenced block, else the whole reply; without a trailing semicolon."""
-    found = FENCE.search(reply or "")
-    return (found.group(1) if found else reply or "").strip().rstrip(";")
+    """The query in ``reply``, without a trailing semicolon: its first fenced block; else the ``sql`` field of a
+    JSON object or of DSPy's ``[[ ## sql ## ]]`` layout (what a model used to DSPy's other adapters, or a scripted
+    dspy.utils.DummyLM, answers); else the whole reply."""
+    reply = reply or ""
+    found = FENCE.search(reply) or CHAT_FIELD.search(reply)
+    text = found.group(1) if found else reply
+    if not found and reply.lstrip().startswith("{"):
+        try:
+            value = json.loads(reply)
+        except ValueError:
+            value = None
+        text = str(value.get("sql") or "") if isinstance(value, dict) else reply
+    return text.strip().rstrip(";")
