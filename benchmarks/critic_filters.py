@@ -1,9 +1,10 @@
-"""The critic's filters check, or its counts check, replayed on finished ``rag eval`` runs of the ops demo (no model
-call).
+"""The critic's filters check, or its counts or records check, replayed on finished ``rag eval`` runs of the ops demo
+(no model call).
 
     python benchmarks/critic_filters.py --index-dir $SIEVE_HOME/demo/ops/index \
         --run benchmarks/results/eval-ops-unanswerable6-xeon ... --out benchmarks/results/critic_filters.md
     python benchmarks/critic_filters.py --check counts --index-dir ... --run ... --out benchmarks/results/critic_counts.md
+    python benchmarks/critic_filters.py --check records --index-dir ... --run ... --out benchmarks/results/critic_records.md
 
 The check (rag.data.coverage.Coverage.invented, via rag.agent.critique.Critic.off_target) flags an answer whose cited
 query keeps rows by a value that neither the question nor the passages shown beside it mention ("Was S00697 shipped
@@ -14,7 +15,8 @@ key facts in the answer: a false flag), and the unanswerable items refused or fl
 filters check too (McNemar, paired), and those of the runs not marked ``--seen`` (their questions were not in view
 when the check was written) pooled. ``--check counts`` measures the counts check (Coverage.uncounted: "how many
 pallets" answered by a bare row count of one shipment) the same way, on top of today's checks with the filters check
-replayed too.
+replayed too; ``--check records`` the records check (Critic.rowless: a question naming a record, or routed to the
+data alone, answered citing no query result that returned a row) the same way.
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ def shown_passages(record: dict, texts: dict[str, str]) -> str:
 
 
 def check_flags(check: str, coverage, record: dict, texts: dict[str, str]) -> list[list[str]] | None:
-    """Per cited query of ``record``, what ``check`` finds in it; None unless it finds something in every one."""
+    """Per cited query of ``record``, what ``check`` finds in it; None unless it finds something in every one (the
+    records check: what the question names, when the answer cites no query result with a row)."""
+    if check == "records":
+        return rowless(coverage, record)
     queries = cited_queries(record)
     if check == "filters":
         found = [coverage.invented(record["question"], q, shown_passages(record, texts)) for q in queries]
@@ -47,10 +52,23 @@ def check_flags(check: str, coverage, record: dict, texts: dict[str, str]) -> li
     return found if queries and all(found) else None
 
 
+def rowless(coverage, record: dict) -> list[list[str]] | None:
+    """[[why]] when the recorded answer to a question naming a record, or routed to the data alone, cites no query
+    result that returned a row (rag.agent.critique.Critic.rowless); None otherwise."""
+    p = record.get("prediction") or {}
+    if any(s.get("rows") for s in p.get("sources") or [] if s.get("sql") and s["chunk_id"] in p.get("citations", [])):
+        return None
+    named = coverage.records(record["question"])
+    routes = [s.get("route") for s in (p.get("trace") or {}).get("steps") or [] if s.get("node") == "route"]
+    if not named and routes[:1] != ["data"]:
+        return None
+    return [[", ".join(named) or "routed to the data alone"]]
+
+
 def main() -> None:
     from rag.stats.intervals import compare_paired
 
-    args, index, coverage = replay_setup(__doc__, ("filters", "counts"))
+    args, index, coverage = replay_setup(__doc__, ("filters", "counts", "records"))
     texts = {c.id: c.text for c in index.chunks}
     check = args.check
     lines = [f"# The critic's {check} check replayed on ops runs (no model call)", "",
@@ -64,7 +82,7 @@ def main() -> None:
         recs = records(run)
         hollow, columns = today(recs, coverage)
         before = {k for k, r in recs.items() if caught(r) or k in hollow or k in columns}
-        if check == "counts":  # the filters check is on by default: replayed on runs made before it
+        if check != "filters":  # the filters check is on by default: replayed on runs made before it
             before |= {k for k, r in recs.items() if k not in before and check_flags("filters", coverage, r, texts)}
         flags = {r["id"]: conditions for r in recs.values() if r["id"] not in before
                  and (conditions := check_flags(check, coverage, r, texts))}

@@ -43,7 +43,7 @@ DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(de
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
 SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
-CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
+CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -181,7 +181,8 @@ class Settings:
     # query keeps rows only by values the question or the passages mention (not service_level = 'express' for "a
     # temperature-controlled trailer"; else flagged at once); "counts" = a "how many X" answered by a bare row count
     # reads a table that records X (not "how many pallets" as COUNT(*) of a shipment; else flagged at once; off by
-    # default) (all five no model call); "model" = the GroundingCritic signature on the grader's model, run when the
+    # default); "records" = an answer to a question naming a record ("CL0036") or routed to the data alone cites a
+    # query result with a row (else flagged at once; off by default) (all six no model call); "model" = the GroundingCritic signature on the grader's model, run when the
     # numbers pass
     critic_checks: str = "numbers+citations+columns+filters"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos

@@ -669,6 +669,62 @@ def test_an_answer_from_a_query_that_misreads_the_question_is_flagged(ops, check
             assert pred.critic_reason == step.reason and named in step.reason
 
 
+def test_coverage_names_the_records_a_question_names(coverage):
+    assert coverage.records("Which manager approved claim CL0036 on S00733, and CL0036's amount?") == ["CL0036", "S00733"]
+    assert coverage.records("How many claims were filed in Q2 2024?") == []  # a quarter and a year are no ids
+    assert coverage.records("Which shipments did carrier C01 carry?") == ["C01"]
+    assert coverage.records("Which claims are open?") == []
+
+
+NO_ROW = "SELECT claim_id FROM claims WHERE claim_id = 'CL0036' AND filed_on > DATE '2030-01-01'"
+ROWLESS = [  # (what names the records, the scripted outputs after the route, the question)
+    ("routed", [{"sql": "SELECT * FROM read_csv('/etc/passwd')"}, {"sql": "DROP TABLE claims"},
+                {"reason": "the policy says", "relevant": True, "relevant_chunk_ids": ["TOP"]},
+                {"answer": "See the claims policy [TOP].", "cited_ids": ["TOP"]}],
+     "How many claims are open?"),
+    ("named", [{"sql": NO_ROW}, {"answer": "A manager approved claim CL0036 [sql:1].", "cited_ids": ["sql:1"]}],
+     "Which manager approved claim CL0036?"),
+]
+
+
+@pytest.mark.parametrize("why, outputs, question", ROWLESS, ids=[r[0] for r in ROWLESS])
+def test_an_answer_about_records_that_rests_on_no_row_is_flagged(ops, checksum, coverage, why, outputs, question):
+    """critic_checks with "records": a question routed to the data alone (whose queries both failed, so the
+    documents answered), or one naming a record (whose query found no row), answered citing no query result that
+    returned a row: flagged at once, with no model call (rag.agent.critique.Critic.rowless); without the check the
+    same answer passes the other checks."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    outputs = json.loads(json.dumps(outputs).replace("TOP", top_id(ops, question)))  # the passage the documents give
+    for checks, flagged in (("numbers+citations+columns+filters+records", True), ("numbers+citations+columns+filters",
+                                                                                   False)):
+        dspy.configure(lm=DummyLM([ROUTE_DATA, *outputs]))  # no second answer, no critic output
+        data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+        pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))(
+            question=question)
+        step = pred.trace.of("critique")[0]
+        assert pred.low_confidence is flagged and step.tokens_in == 0 and nodes(pred)[-2:] == ["answer", "critique"]
+        assert step.check == ("records" if flagged else "numbers")
+        if flagged:
+            assert pred.critic_reason == step.reason and step.reason.startswith(
+                "the question names CL0036" if why == "named" else "the question was routed to the data alone")
+
+
+def test_an_answer_citing_a_row_of_the_record_it_names_passes_the_records_check(ops, checksum, coverage):
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    row = "SELECT claim_id, status FROM claims WHERE claim_id = 'CL0036'"
+    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": row}, {"answer": "Claim CL0036's status is in [sql:1].",
+                                                          "cited_ids": ["sql:1"]}]))
+    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data,
+                 critic=Critic(1, "numbers+records", coverage))(question="What is the status of claim CL0036?")
+    assert pred.sources[0]["rows"] and pred.low_confidence is False
+    assert pred.trace.of("critique")[0].check == "numbers"
+
+
 def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):
     index, settings = ops
     _, critic = data_stages(index, settings)

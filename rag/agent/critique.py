@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Six checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Seven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -37,6 +37,11 @@ Six checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   Asked "how many pallets were on S01049?", the writer counts the shipment's one row, and the answer says "1
   pallet"; asked "was the loss reported to the police?", it counts the lost shipment, and the answer says "Yes".
   Flagged at once, like the columns check.
+- ``records`` (no model call; off by default): an answer to a question about the data rests on a row of it. When
+  the question names a record by an id of the tables' shape ("CL0036", "S00733"), or the router sent it to the data
+  alone, and the answer cites no query result that returned a row, it was written from the passages or from nothing:
+  "Which manager approved claim CL0036?" answered from the claims policy ("The claims handler approved it"), after
+  the query failed or found nothing. Flagged at once (:meth:`Critic.rowless`): written again, it has no row to read.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
 The default is ``numbers+citations+columns+filters``: on the ops demo's hand labels the model's verdicts agreed with
@@ -67,7 +72,7 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "counts", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "model")  # joined with "+"
 # a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
 # where the value the sentence promises belongs
 _CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
@@ -128,6 +133,24 @@ class Critic(dspy.Module):
         step.verdict = False
         step.check = "+".join(dict.fromkeys(check for reasons in found for check, _ in reasons))
         step.reason = "; ".join(dict.fromkeys(reason for reasons in found for _, reason in reasons))
+        return step.reason
+
+    def rowless(self, question: str, cited: list[str], hits: list[Any], trace: Trace) -> str | None:
+        """Why the answer to a question about records rests on none (a ``critique`` step says so), or None; only with
+        the ``records`` check over an index with tables (module docstring)."""
+        if "records" not in self.checks or self.coverage is None:
+            return None
+        if any((getattr(h, "meta", None) or {}).get("rows") for h in hits if h.chunk_id in cited):
+            return None
+        named = self.coverage.records(question)
+        routed = [s.route for s in trace.steps if s.node == "route"][:1] == ["data"]
+        if not named and not routed:
+            return None
+        step = trace.add(Step(node="critique", query=question))
+        step.notes.append("the answer checked for a query result it rests on (no model call)")
+        step.verdict, step.check = False, "records"
+        about = f"the question names {', '.join(named)}" if named else "the question was routed to the data alone"
+        step.reason = f"{about}, and the answer cites no query result that returned a row"
         return step.reason
 
     def _misread(self, question: str, sql: str, passages: str) -> list[tuple[str, str]]:

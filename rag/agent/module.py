@@ -221,8 +221,9 @@ class Sieve(dspy.Module):
             return pred
         for attempt in range(self.critic.retries + 1 if self.critic is not None else 0):
             hollow = (self.critic.hollow(question, pred.answer, trace)
-                      or self.critic.off_target(question, pred.citations, hits, trace))
-            if hollow:  # a citation where the value belongs, or a column not asked about: flagged, not written again
+                      or self.critic.off_target(question, pred.citations, hits, trace)
+                      or self.critic.rowless(question, pred.citations, hits, trace))
+            if hollow:  # a citation where the value belongs, a column not asked about, no row: flagged, not written again
                 pred.low_confidence, pred.critic_reason = True, hollow
                 trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
                 break

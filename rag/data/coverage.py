@@ -124,6 +124,10 @@ class Coverage:
                       for year in sorted({int(y) for y in _YEAR.findall(question)}) if not first <= year <= last]
         return found
 
+    def records(self, question: str) -> list[str]:
+        """The words of ``question`` that name a record by an id of the tables' shape ("CL0036"), as written."""
+        return list(dict.fromkeys(w for w in re.findall(r"[\w-]+", question) if id_shape(w) in self.ids))
+
     def invented(self, question: str, sql: str, passages: str = "") -> list[str]:
         """The conditions of ``sql`` that keep rows by a value neither ``question`` nor ``passages`` (the passages
         shown beside the query) mentions (module docstring); [] when there are none or it does not parse."""
