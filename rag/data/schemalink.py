@@ -18,12 +18,6 @@ Such a question goes to ``both`` when it also applies a rule that only the docum
 - it uses a term of the documents that the tables do not have: two words in a row ("fuel surcharge", "severe
   delay") found together in a document passage and not both in the tables' vocabulary.
 
-Two more ask for rows though they name no table's words in those ways: a question naming a record by its name
-("Ironbridge Freight", "Hamburg") that also applies a rule ("is Ironbridge Freight meeting our *minimum* on-time
-rate?") goes to ``both``; and "how much" or "how many" with a past tense and a table's plural ("how much fuel
-surcharge *did* we bill on *shipments* collected in December?") asks what happened to rows, where "how much notice
-*do* customers get" asks for a rule.
-
 Every other question goes to the documents. A question whose main verb is a rule ("what is the heaviest a
 shipment is *allowed to* be", "what rate does a carrier *have to* stay above") asks for the rule, not for rows,
 unless it counts or lists rows outright ("how many claims *should* have been escalated").
@@ -267,24 +261,7 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     if weak and not _asks_rule(toks) and (toks[0] not in YES_NO or _polite(toks, 0)):  # a yes/no question asks whether a
         # rule holds ("are lost shipments counted in the on-time percentage?"); with "any" it counts rows (strong)
         return Cues(rows=weak, rule=rule)
-    rule = rule or _rule(toks, linked, vocab)
-    named = sorted(i for i, kind in linked.items() if kind == "name")
-    if named and rule:  # "is Ironbridge Freight meeting our minimum on-time rate?": a rule checked on one record
-        return Cues(rows=f"names {' '.join(toks[i] for i in named)}", rule=rule)
-    if not named and (past := _past_amount(toks, stems, vocab)):
-        return Cues(rows=past, rule=rule)
     return Cues(rows=None, rule=rule if weak else None)
-
-
-def _past_amount(toks: list[str], stems: list[str], vocab: Vocabulary) -> str | None:
-    """"how much fuel surcharge did we bill on shipments collected in December?": an amount of what happened to rows
-    of a table (a past tense after "how much/many", a table's plural), not a rule ("how much notice do customers
-    get"); None otherwise."""
-    start = next((i for i in range(len(toks) - 1) if toks[i] == "how" and toks[i + 1] in {"much", "many"}), None)
-    table = next((j for j, t in enumerate(toks) if stems[j] in vocab.tables and t != stems[j]), None)
-    if start is None or table is None or _asks_rule(toks) or not {"did", "was", "were"} & set(toks[start:]):
-        return None
-    return f"asks how {toks[start + 1]} was recorded on {toks[table]}"
 
 
 def _sentence_starts(question: str, toks: list[str]) -> set[int]:
