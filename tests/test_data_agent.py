@@ -250,7 +250,7 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
 
     index, settings = ops
     data, critic = data_stages(index, settings)
-    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters"}
+    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters", "records"}
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))

@@ -37,16 +37,16 @@ Seven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   Asked "how many pallets were on S01049?", the writer counts the shipment's one row, and the answer says "1
   pallet"; asked "was the loss reported to the police?", it counts the lost shipment, and the answer says "Yes".
   Flagged at once, like the columns check.
-- ``records`` (no model call; off by default): an answer to a question about the data rests on a row of it. When
+- ``records`` (no model call): an answer to a question about the data rests on a row of it. When
   the question names a record by an id of the tables' shape ("CL0036", "S00733"), or the router sent it to the data
   alone, and the answer cites no query result that returned a row, it was written from the passages or from nothing:
   "Which manager approved claim CL0036?" answered from the claims policy ("The claims handler approved it"), after
   the query failed or found nothing. Flagged at once (:meth:`Critic.rowless`): written again, it has no row to read.
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
-The default is ``numbers+citations+columns+filters``: on the ops demo's hand labels the model's verdicts agreed with
-them less than chance (benchmarks/results/critic_checks.md); what the columns and filters checks add:
-benchmarks/results/critic_columns.md, benchmarks/results/critic_filters.md.
+The default is ``numbers+citations+columns+filters+records``: on the ops demo's hand labels the model's verdicts
+agreed with them less than chance (benchmarks/results/critic_checks.md); what the columns, filters and records checks
+add: benchmarks/results/critic_columns.md, benchmarks/results/critic_filters.md, benchmarks/results/critic_records.md.
 
 Before any of them, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
