@@ -119,9 +119,9 @@ class SQLStep(dspy.Module):
         self.text = text
 
     def forward(self, question: str, tables: str, documents: str, previous: str = "") -> dspy.Prediction:
-        from rag.agent.sqltext import SQLTextAdapter
+        from rag.agent.sqltext import writing
 
-        with dspy.context(adapter=SQLTextAdapter()) if self.text else nullcontext():
+        with writing(self.text):
             return self.predict(question=question, tables=tables, documents=documents, previous=previous)
 
 

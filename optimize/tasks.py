@@ -189,7 +189,8 @@ def _data_tasks(roles: Sequence[str], items: Sequence[Any], index: Any, gold: di
         splits = _by_split(pairs, "sql", missing="the golden set has no '{split}' items with gold_sql and gold_result "
                                                  "for the SQL writer; add some (rag demo ops writes an example)")
         metric = make_sql_metric(Warehouse(index.tables_path), settings.sql_rows, settings.sql_timeout_s)
-        tasks["sql"] = RoleTask("sql", SQLStep(text=settings.sql_output == "text"), metric, **splits, calls_per_example=1, demo_drops=("tables",))
+        tasks["sql"] = RoleTask("sql", SQLStep(text=settings.sql_output == "text"), metric, **splits,
+                                calls_per_example=1, demo_drops=("tables",))
     return tasks
 
 

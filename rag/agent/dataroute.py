@@ -25,14 +25,13 @@ it would stop the grader.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
 
-from rag.agent.sqltext import SQLTextAdapter
+from rag.agent.sqltext import writing
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
@@ -102,7 +101,7 @@ class DataRoute(dspy.Module):
             if attempt:
                 step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
             try:
-                with dspy.context(adapter=SQLTextAdapter()) if self.text_sql else contextlib.nullcontext():
+                with writing(self.text_sql):
                     pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
                                        documents=shown, previous=previous, **({"demos": demos} if demos else {}))
             except SieveError as exc:

@@ -12,6 +12,7 @@ through the SQL guard. Results: benchmarks/results/sql_text.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -48,6 +49,12 @@ class SQLTextAdapter(dspy.Adapter):
         """A scripted reply (dspy.utils.DummyLM) written as the model writes one: the statement in a ```sql block."""
         values = {getattr(f, "name", f): v for f, v in fields_with_values.items()}
         return f"```sql\n{values.get('sql', '')}\n```"
+
+
+def writing(text: bool) -> contextlib.AbstractContextManager[Any]:
+    """Where the SQL writer's call runs: under :class:`SQLTextAdapter` when ``text`` (``sql_output = "text"``), else
+    under the caller's adapter (JSON)."""
+    return dspy.context(adapter=SQLTextAdapter()) if text else contextlib.nullcontext()
 
 
 def statement(reply: str) -> str:
