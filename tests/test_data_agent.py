@@ -194,6 +194,48 @@ def test_a_citation_where_the_value_belongs_is_flagged_without_a_model_call(ops,
     assert not pred.low_confidence  # the check is off with critic_checks = "numbers"
 
 
+def test_a_citation_where_the_value_belongs_is_filled_from_the_result_and_still_flagged(ops, checksum):
+    """critic_checks with "fill": the rows of the query result cited where its value belongs are written out in
+    front of the citation, the answer as the model wrote it kept in the answer step's note; the citations check
+    still flags it (it judges what the model wrote). Without "fill" the answer is left as written."""
+    n = open_claims(ops)
+    hollow = {"answer": "The number of open claims is [sql:1].", "cited_ids": ["sql:1"]}
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow], checks="numbers+citations+fill")(
+        question="How many claims are open?")
+    assert pred.answer == f"The number of open claims is {n} [sql:1]."
+    assert pred.low_confidence is True and "where a value belongs (claims is [sql:1])" in pred.critic_reason
+    (answer,) = pred.trace.of("answer")
+    assert answer.answer == pred.answer and answer.notes[-1].endswith("as the model wrote it: " + hollow["answer"])
+    assert nodes(pred) == ["route", "sql", "answer", "critique"]
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, hollow], checks="numbers+citations")(
+        question="How many claims are open?")
+    assert pred.answer == hollow["answer"] and pred.low_confidence is True
+
+
+def test_a_result_of_more_rows_than_fill_rows_is_not_written_out(ops, checksum):
+    from rag.agent.critique import FILL_ROWS
+
+    rows = f"SELECT claim_id FROM claims ORDER BY claim_id LIMIT {FILL_ROWS + 1}"
+    hollow = {"answer": "The claims are [sql:1].", "cited_ids": ["sql:1"]}
+    pred = agent_for(ops, [ROUTE_DATA, {"sql": rows}, hollow], checks="numbers+citations+fill")(
+        question="Which claims are there?")
+    assert pred.answer == hollow["answer"] and pred.low_confidence is True
+
+
+@pytest.mark.parametrize("columns, rows, written", [
+    (["count_star()"], [[12]], "12"),
+    (["claim_id"], [["CL0001"], ["CL0002"]], "CL0001; CL0002"),
+    (["reason", "avg_amount"], [["damage", 2754.5076087], ["delay", 0.123456]],
+     "damage: avg amount 2754.51; delay: avg amount 0.1235"),
+    (["quarter", "freight_eur"], [[1, 261830.91]], "quarter 1: freight eur 261830.91"),
+    (["key_account", "n"], [[False, 1880], [True, None]], "key account no: n 1880; key account yes: n none"),
+])
+def test_written_rows_names_each_value_by_its_column(columns, rows, written):
+    from rag.agent.critique import written_rows
+
+    assert written_rows(columns, rows) == written
+
+
 def test_a_grounded_second_answer_is_not_flagged(ops, checksum):
     n = open_claims(ops)
     pred = agent_for(ops, [ROUTE_DATA, {"sql": OPEN_CLAIMS}, {"answer": "Lots [sql:1].", "cited_ids": ["sql:1"]},
@@ -250,7 +292,7 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
 
     index, settings = ops
     data, critic = data_stages(index, settings)
-    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters", "records"}
+    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters", "records", "fill"}
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))

@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Seven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Eight checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -42,11 +42,16 @@ Seven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   alone, and the answer cites no query result that returned a row, it was written from the passages or from nothing:
   "Which manager approved claim CL0036?" answered from the claims policy ("The claims handler approved it"), after
   the query failed or found nothing. Flagged at once (:meth:`Critic.rowless`): written again, it has no row to read.
+- ``fill`` (no model call): where the answer cites a query result of 1 to FILL_ROWS rows where its value belongs
+  ("For each reason, the share rejected is [sql:1]."), the rows are written out in front of the citation
+  (:meth:`Critic.fill`, :func:`written_rows`), so the reader is told the value; the answer stays flagged by the
+  ``citations`` check, which judges it as the model wrote it: nothing checked that those rows answer the question
+  (a hollow answer to a question the tables cannot answer cites a result too, "The CO2 emissions were [sql:1]").
 - ``model``: the GroundingCritic signature reads the answer and the evidence, when the checks before it pass.
 
-The default is ``numbers+citations+columns+filters+records``: on the ops demo's hand labels the model's verdicts
+The default is ``numbers+citations+columns+filters+records+fill``: on the ops demo's hand labels the model's verdicts
 agreed with them less than chance (benchmarks/results/critic_checks.md); what the columns, filters and records checks
-add: benchmarks/results/critic_columns.md, benchmarks/results/critic_filters.md, benchmarks/results/critic_records.md.
+and the fill step add: benchmarks/results/critic_columns.md, critic_filters.md, critic_records.md, critic_fill.md.
 
 Before any of them, the question itself is checked (``coverage``, rag.data.coverage; no model call): when it names
 something the index has no record of (a customer no table or passage mentions, a year outside every date column),
@@ -72,7 +77,8 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "fill", "model")  # joined with "+"
+FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
 # a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
 # where the value the sentence promises belongs
 _CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
@@ -103,6 +109,27 @@ class Critic(dspy.Module):
         step.notes.append("the question checked against the names and dates the index holds (no model call)")
         step.verdict, step.reason, step.check = False, "; ".join(gaps), "coverage"
         return step.reason
+
+    def fill(self, answer: str, hits: list[Any], trace: Trace) -> str:
+        """``answer`` with the rows of each query result it cites where the result's value belongs ("The share per
+        reason is [sql:1]." -> "The share per reason is loss: share 40.0; damage: share 28.93 [sql:1]."), when the
+        result has 1 to FILL_ROWS rows; only with the ``fill`` check (module docstring). The answer step keeps the
+        answer as written, in a note."""
+        results = {h.chunk_id: h.meta for h in hits if (getattr(h, "meta", None) or {}).get("sql")}
+        spans = [m for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION
+                 and 0 < len((results.get(m.group(2)[1:-1].strip()) or {}).get("rows") or []) <= FILL_ROWS
+                 and not results[m.group(2)[1:-1].strip()].get("truncated")] if "fill" in self.checks else []
+        if not spans:
+            return answer
+        written = answer
+        for m in reversed(spans):
+            meta = results[m.group(2)[1:-1].strip()]
+            written = written[:m.start(2)] + written_rows(meta.get("columns") or [], meta["rows"]) + " " + written[m.start(2):]
+        step = next(s for s in reversed(trace.steps) if s.node == "answer")
+        step.notes.append(f"{', '.join(dict.fromkeys(m.group(2) for m in spans))} stood where the value belongs: "
+                          f"written out from the result's rows (no model call); as the model wrote it: {answer}")
+        step.answer = written
+        return written
 
     def hollow(self, question: str, answer: str, trace: Trace) -> str | None:
         """Why ``answer`` tells the reader nothing (a citation where its value belongs; a ``critique`` step says
@@ -203,6 +230,29 @@ class Critic(dspy.Module):
         step.verdict, step.check = bool(pred.grounded), "model"
         step.reason = " ".join(str(pred.reason or "").split()) or None
         return step.verdict, step.reason or "the critic found a claim the evidence does not state"
+
+
+def written_rows(columns: list[str], rows: list[list[Any]]) -> str:
+    """A query result's rows as words: one value alone ("40.0"); else per row its first value, then each other
+    column's name and value ("damage: count 159, total amount eur 459507.13"), rows joined with "; ". Numbers to
+    2 decimals (4 significant digits below 1), true/false as yes/no."""
+    labels = [" ".join(w for w in re.findall(r"[a-z0-9]+", str(c).lower()) if w != "star") or str(c) for c in columns]
+    labels += [""] * (max(map(len, rows)) - len(labels))
+    if all(len(row) == 1 for row in rows):
+        return "; ".join(_word(row[0]) for row in rows)
+    written = []
+    for row in rows:
+        first = _word(row[0]) if isinstance(row[0], str) else f"{labels[0]} {_word(row[0])}".strip()
+        written.append(f"{first}: " + ", ".join(f"{label} {_word(v)}".strip() for label, v in zip(labels[1:], row[1:])))
+    return "; ".join(written)
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return str(round(value, 2)) if abs(value) >= 1 else f"{value:.4g}"
+    return "none" if value is None else str(value)
 
 
 def cited_for_values(answer: str) -> list[str]:
