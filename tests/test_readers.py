@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from rag.ingest.chunking import chunk_document, chunk_documents, page_label
 from rag.ingest.corpus import load_folder
-from rag.ingest.readers import Unreadable, read_docx, read_pdf
+from rag.ingest.docx import read_docx
+from rag.ingest.pdf import read_pdf
+from rag.ingest.readers import Unreadable
 from tests import doc_builders as build
 
 TABLE_MD = ("| Grade | Days per year | Carry over |\n| --- | --- | --- |\n| A | 20 | 5 |\n| B | 25 | 8 |\n"
@@ -210,34 +212,34 @@ def test_each_kind_of_bad_file_is_skipped_with_one_line_and_counted(made: Path, 
 
 
 def test_a_parser_crash_skips_only_that_file(made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.ingest.readers
+    import rag.ingest.docx
 
     shutil.copy(made / "handbook.docx", tmp_path / "a.docx")
     shutil.copy(made / "handbook.docx", tmp_path / "b.docx")
-    real = rag.ingest.readers.read_docx
+    real = rag.ingest.docx.read_docx
 
     def flaky(path, max_chars):
         if Path(path).name == "a.docx":
             raise RecursionError("maximum recursion depth exceeded")
         return real(path, max_chars)
 
-    monkeypatch.setattr(rag.ingest.readers, "read_docx", flaky)
+    monkeypatch.setattr(rag.ingest.docx, "read_docx", flaky)
     with pytest.warns(UserWarning, match=r"a\.docx: cannot be parsed \(RecursionError"):
         docs = load_folder(tmp_path, show_progress=False)
     assert [d.doc_id for d in docs] == ["b.docx"] and dict(docs.skipped) == {"corrupt": 1}
 
 
 def test_a_damaged_page_loses_only_that_page(made: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.ingest.readers
+    import rag.ingest.pdf
 
-    real = rag.ingest.readers._page_items
+    real = rag.ingest.pdf._page_items
 
     def damaged(page):
         if page.page_number == 2:
             raise ValueError("bad content stream")
         return real(page)
 
-    monkeypatch.setattr(rag.ingest.readers, "_page_items", damaged)
+    monkeypatch.setattr(rag.ingest.pdf, "_page_items", damaged)
     parsed = read_pdf(made / "handbook.pdf", 10**7)
     assert "page 2 of 6 could not be read and is not indexed" in parsed.notes
     assert not any(b.kind == "table" for b in parsed.blocks) and any("Boston" in b.text for b in parsed.blocks)
