@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from rag.ingest.chunking import chunk_document, chunk_documents, page_label
 from rag.ingest.corpus import load_folder
-from rag.ingest.docx import read_docx
 from rag.ingest.pdf import read_pdf
 from rag.ingest.readers import Unreadable
+from rag.ingest.word import read_docx
 from tests import doc_builders as build
 
 TABLE_MD = ("| Grade | Days per year | Carry over |\n| --- | --- | --- |\n| A | 20 | 5 |\n| B | 25 | 8 |\n"
@@ -212,18 +212,18 @@ def test_each_kind_of_bad_file_is_skipped_with_one_line_and_counted(made: Path, 
 
 
 def test_a_parser_crash_skips_only_that_file(made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.ingest.docx
+    import rag.ingest.word
 
     shutil.copy(made / "handbook.docx", tmp_path / "a.docx")
     shutil.copy(made / "handbook.docx", tmp_path / "b.docx")
-    real = rag.ingest.docx.read_docx
+    real = rag.ingest.word.read_docx
 
     def flaky(path, max_chars):
         if Path(path).name == "a.docx":
             raise RecursionError("maximum recursion depth exceeded")
         return real(path, max_chars)
 
-    monkeypatch.setattr(rag.ingest.docx, "read_docx", flaky)
+    monkeypatch.setattr(rag.ingest.word, "read_docx", flaky)
     with pytest.warns(UserWarning, match=r"a\.docx: cannot be parsed \(RecursionError"):
         docs = load_folder(tmp_path, show_progress=False)
     assert [d.doc_id for d in docs] == ["b.docx"] and dict(docs.skipped) == {"corrupt": 1}

@@ -4,4 +4,4 @@ with their shared types in ``readers``), and structure-aware chunking (``chunkin
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["chunking", "corpus", "docx", "jsonl", "pdf", "readers"]
+__all__ = ["chunking", "corpus", "jsonl", "pdf", "readers", "word"]

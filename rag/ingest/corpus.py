@@ -10,7 +10,7 @@ entirely; see :func:`rag.ingest.chunking.load_chunks_jsonl`):
   Files that cannot be read as UTF-8 text, and folders that cannot be listed, are skipped with a warning naming
   them; HTML is turned into Markdown-like text (headings become ``#`` lines) so the
   structure-aware chunker sees its sections. PDF and Word files are read by :mod:`rag.ingest.pdf` and
-  :mod:`rag.ingest.docx` into :class:`Block` s (headings with levels, paragraphs, whole tables), each with its
+  :mod:`rag.ingest.word` into :class:`Block` s (headings with levels, paragraphs, whole tables), each with its
   page numbers, which the chunker uses directly; an encrypted, corrupt, empty or image-only one is skipped with
   a warning.
 """
@@ -36,7 +36,7 @@ from rag.ingest.metadata import document_metadata
 from rag.ingest.readers import Block
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".html", ".htm")
-PAGED_SUFFIXES = (".pdf", ".docx")  # read by rag.ingest.pdf and rag.ingest.docx, page by page
+PAGED_SUFFIXES = (".pdf", ".docx")  # read by rag.ingest.pdf and rag.ingest.word, page by page
 SUFFIXES = (*TEXT_SUFFIXES, *PAGED_SUFFIXES)
 MAX_FILE_BYTES = 20_000_000  # default of the max_file_mb setting: a larger "document" is almost surely not prose
 BLOCK_BYTES = 1 << 20  # files are read and decoded in blocks of this size
@@ -315,9 +315,9 @@ def _link_kind(link: Path, inside: Path, links: Counter[str]) -> str | None:
 def _read_paged(file: Path, rel: str, shown: str, max_bytes: int) -> tuple[Document | None, str]:
     """(Document, "") for a PDF or DOCX, or (None, why) with a one-line warning naming the file. Never raises
     for a bad file: whatever its parser throws skips that file only."""
-    from rag.ingest.docx import read_docx
     from rag.ingest.pdf import read_pdf
     from rag.ingest.readers import Unreadable
+    from rag.ingest.word import read_docx
 
     reader = read_pdf if file.suffix.lower() == ".pdf" else read_docx
     try:

@@ -1,5 +1,5 @@
 """PDF and Word (.docx) files -> structured blocks (headings, paragraphs, tables), each with its pages: what the
-two readers share (:mod:`rag.ingest.pdf` reads PDFs, :mod:`rag.ingest.docx` Word files).
+two readers share (:mod:`rag.ingest.pdf` reads PDFs, :mod:`rag.ingest.word` Word files).
 
 Both readers stream. The text kept is bounded by ``max_chars`` (the ``max_file_mb`` setting): a file whose text
 grows past it is skipped.
