@@ -91,7 +91,8 @@ def main() -> None:
                         help="where the polygraph and aegis indexes are built (reused when present)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from rag.index.store import Index, build_index
+    from rag.index.build import build_index
+    from rag.index.store import Index
 
     count_tokens = tokenizer()
     settings = load_settings()

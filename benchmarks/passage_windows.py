@@ -3,7 +3,7 @@
     python benchmarks/passage_windows.py --out benchmarks/results/windows.md
     python benchmarks/passage_windows.py --builtin-splits test --only builtin     # the test split, reported once
 
-Each corpus is indexed by the real build (rag.index.store.build_index) once per ``--windows`` value (0 = one
+Each corpus is indexed by the real build (rag.index.build.build_index) once per ``--windows`` value (0 = one
 vector per chunk, the index before windows; 64 = the default), into ``SIEVE_HOME/bench-windows/<value>/``, and
 searched with no LM stage, in ``dense`` and ``hybrid`` mode, 8 hits deep:
 

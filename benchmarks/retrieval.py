@@ -39,7 +39,8 @@ from benchmarks.tables import emit  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.eval.golden import GoldenItem, load_golden  # noqa: E402
 from rag.eval.metrics import mrr_at_k, recall_at_k, retrieval_report  # noqa: E402
-from rag.index.store import build_index, index_text  # noqa: E402
+from rag.index.build import build_index  # noqa: E402
+from rag.index.store import index_text  # noqa: E402
 from rag.ingest.chunking import chunk_documents, load_chunks_jsonl  # noqa: E402
 from rag.ingest.corpus import load_folder  # noqa: E402
 from rag.retrieval.retriever import Retriever  # noqa: E402

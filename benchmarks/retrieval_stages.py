@@ -79,7 +79,7 @@ def _gold_metrics(chunks: list[Any]) -> dict[str, Callable]:
 
 
 def polygraph(shared: Path, work: Path, settings: Settings) -> Corpus:
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import load_chunks_jsonl
 
     data = shared / "polygraph"
@@ -91,7 +91,7 @@ def polygraph(shared: Path, work: Path, settings: Settings) -> Corpus:
 
 
 def aegis(shared: Path, work: Path, settings: Settings) -> list[Corpus]:
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import chunk_documents
     from rag.ingest.corpus import load_folder
 
@@ -122,7 +122,7 @@ def aegis(shared: Path, work: Path, settings: Settings) -> list[Corpus]:
 
 
 def builtin(work: Path, settings: Settings, splits: list[str]) -> Corpus:
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import chunk_documents
     from rag.ingest.corpus import load_builtin_topics
 

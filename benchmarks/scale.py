@@ -9,11 +9,11 @@ one extra word, so bm25 sees distinct documents). Their vectors are the real Min
 Gaussian noise (sigma ``--noise``), renormalised: embedding N chunks here would take hours, so the built-in
 corpus is embedded once with the encoder ``rag index`` uses (``rag.index.encoder.index_encoder``: ONNX Runtime by
 default) and the embedding time of N chunks is *extrapolated* from that rate (said so in the table). Everything
-else is measured on the real ``rag.index.store.build_index`` (its ``embedder`` hook hands it the vectors, and the
+else is measured on the real ``rag.index.build.build_index`` (its ``embedder`` hook hands it the vectors, and the
 manifest records the same encoder a real build does): build time, size on disk, and per-query latency over the
 golden questions (p50/p95) for bm25, dense (FAISS, the query vector given) and hybrid (bm25 + FAISS + RRF, the
 query vector given); the query embedding (``Index.embed_query``, the index's own query encoder) is timed on its
-own. Above ``rag.index.store.HNSW_THRESHOLD`` chunks the index is HNSW; there the same corpus is also built flat, and
+own. Above ``rag.index.build.HNSW_THRESHOLD`` chunks the index is HNSW; there the same corpus is also built flat, and
 HNSW's recall@10 against flat is measured on the golden questions. The process's peak RSS after each size is
 reported (sizes run in increasing order), to judge whether a larger size would fit.
 
@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from rag.config import Settings  # noqa: E402
 from rag.eval.golden import load_golden  # noqa: E402
-from rag.index.store import HNSW_THRESHOLD, build_index, index_text  # noqa: E402
+from rag.index.build import HNSW_THRESHOLD, build_index  # noqa: E402
+from rag.index.store import index_text  # noqa: E402
 from rag.ingest.chunking import Chunk, chunk_documents  # noqa: E402
 from rag.ingest.corpus import load_builtin_topics  # noqa: E402
 

@@ -281,7 +281,7 @@ def section_quality(lines: list[str], work: Path, shared: Path, data: list[str])
     from rag.config import Settings
     from rag.eval.golden import load_golden
     from rag.eval.metrics import retrieval_report
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import chunk_documents, load_chunks_jsonl
     from rag.ingest.corpus import load_builtin_topics, load_folder
     from rag.retrieval.retriever import Retriever
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                 from pydoc_data.topics import topics as all_topics
 
                 from rag.config import Settings
-                from rag.index.store import build_index
+                from rag.index.build import build_index
                 from rag.ingest.chunking import chunk_documents
                 from rag.ingest.corpus import load_builtin_topics
 

@@ -158,8 +158,8 @@ def build_index(source: str | Path | None = None, *, chunks: str | Path | None =
         (empty when none were).
     """
     from rag.errors import InputError
+    from rag.index.build import build_index as _build
     from rag.index.layout import check_target
-    from rag.index.store import build_index as _build
     from rag.ingest.chunking import chunk_documents, load_chunks_jsonl
     from rag.ingest.corpus import load_builtin_topics
 

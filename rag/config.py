@@ -37,7 +37,7 @@ EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.index.encoder
 ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.index.encoder)
 EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" resolves to one of them
 EXTRA_BUFTS = ("auto", "on", "off")
-DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.store
+DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.build
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
@@ -109,7 +109,7 @@ class Settings:
     # fp32's intervals: docs/results.md; queries then use int8 too, as the manifest says); "auto" =
     # int8 with embedding_runtime=onnx, fp32 with torch
     embedding_precision: str = "auto"
-    # FAISS index: "auto" = exact (flat) up to rag.index.store.HNSW_THRESHOLD vectors (chunks; windows for the
+    # FAISS index: "auto" = exact (flat) up to rag.index.build.HNSW_THRESHOLD vectors (chunks; windows for the
     # windows' index), approximate (HNSW) above; "flat" or "hnsw" at any size (benchmarks/results/scale.md: latency
     # and HNSW's recall against flat)
     dense_index: str = "auto"

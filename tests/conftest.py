@@ -64,7 +64,7 @@ TINY_CHUNKS = [
 def tiny_index(tmp_path_factory):
     """A real bm25s + FAISS index over TINY_CHUNKS, built once per session."""
     from rag.config import load_settings
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import Chunk
 
     index_dir = tmp_path_factory.mktemp("tiny-index")

@@ -42,7 +42,7 @@ def small_chunks():
 @functools.lru_cache(maxsize=1)
 def small_index():
     """The session's index over ``TOPICS`` (read-only: copy it before changing anything)."""
-    from rag.index.store import build_index
+    from rag.index.build import build_index
 
     return build_index(list(small_chunks()), workdir() / "index", settings(), show_progress=False)
 
@@ -51,7 +51,7 @@ def small_index():
 def small_fp32_index():
     """``small_index()`` embedded in fp32 (the default is int8 on ONNX Runtime): vectors equal to
     sentence-transformers', for the tests that compare with the torch side (read-only: copy it first)."""
-    from rag.index.store import build_index
+    from rag.index.build import build_index
 
     root = workdir() / "index-fp32"
     return build_index(list(small_chunks()), root, settings(index_dir=root, embedding_precision="fp32"),

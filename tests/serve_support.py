@@ -82,7 +82,7 @@ def serve_index(tmp_path_factory) -> Any:
     """The real index (bm25s + FAISS) over the two documents, built once per test session."""
     if "index" not in _INDEX:
         from rag.config import load_settings
-        from rag.index.store import build_index
+        from rag.index.build import build_index
         from rag.ingest.chunking import chunk_documents
         from rag.ingest.corpus import load_folder
 

@@ -52,7 +52,7 @@ REBUILDER = textwrap.dedent("""
     import sys, time
     import numpy as np
     import rag.index.embeddings
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import Chunk
     from tests.test_catalogue_index import DIM, corpus, vectors
     from tests.retrieval_support import settings
@@ -142,7 +142,7 @@ def test_an_index_put_in_place_between_the_open_and_the_lock_check_is_opened(tmp
 def test_parts_read_later_come_from_the_build_that_was_loaded(tmp_path: Path):
     """The same race, made certain: the folder is replaced by another corpus's index (and the old one deleted)
     between loading and the first bm25 and FAISS reads; those still read the loaded build."""
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import Chunk
     from tests.retrieval_support import copy_index, small_chunks
 
@@ -226,7 +226,7 @@ def test_chunks_with_a_doc_id_that_is_not_a_string(user: Path, doc_id: object):
 
 def test_a_chunk_with_a_doc_id_that_is_not_a_string_through_the_api(tmp_path: Path):
     from rag.errors import InputError
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import Chunk
 
     with pytest.raises(InputError, match=r"^chunk 'b': field 'doc_id' must be a string or a number, got dict$"):
@@ -330,17 +330,17 @@ def test_the_current_folder_as_index_dir_is_refused_before_embedding(user: Path,
 
 SIGTERM_BUILD = textwrap.dedent("""
     import os, signal, sys
-    import rag.index.store
+    import rag.index.build
     from rag.cli import main
 
-    real = rag.index.store._encode
+    real = rag.index.build._encode
 
     def embed_then_sigterm(*args, **kwargs):
         vectors = real(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGTERM)  # what `kill PID` or `timeout` sends, while the build is under way
         return vectors
 
-    rag.index.store._encode = embed_then_sigterm
+    rag.index.build._encode = embed_then_sigterm
     sys.argv = ["rag", "index", "docs", "--index-dir", "idx", "-q"]
     main()
 """)

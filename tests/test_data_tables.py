@@ -1,5 +1,5 @@
 """Tables beside the documents: real CSV, Parquet, JSON lines, SQLite and DuckDB files read into the index's
-DuckDB database (rag.data.tableset), built and swapped in with a real small index (rag.index.store), and
+DuckDB database (rag.data.tableset), built and swapped in with a real small index (rag.index.build), and
 ``rag index`` taking them from the folder, from ``--tables``, or not at all (``--no-tables``)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from rag.cli import app
 from rag.data.tableset import build_database, discover_tables, schema_summary, table_name
 from rag.errors import IndexMismatch, InputError
+from rag.index.build import build_index
 from rag.index.layout import replace_refusal
-from rag.index.store import Index, build_index, rebuild_command
+from rag.index.store import Index, rebuild_command
 from tests.catalogue_support import checksums
 from tests.retrieval_support import copy_index, settings, small_chunks
 

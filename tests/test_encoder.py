@@ -239,7 +239,7 @@ def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
 
 def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path: Path):
     import rag.index.encoder as enc
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import settings, small_chunks
 

@@ -22,7 +22,7 @@ from rag.errors import ModelError
 from rag.eval.golden import GoldenItem
 from rag.eval.runner import run_eval
 from rag.eval.runs import read_records
-from rag.index.store import build_index
+from rag.index.build import build_index
 from rag.ingest.chunking import Chunk
 from rag.retrieval.retriever import Retriever
 

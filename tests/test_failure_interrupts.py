@@ -48,24 +48,24 @@ def test_concurrent_index_builds(user: Path):
 
 
 def test_sigint_mid_index_then_rerun(user: Path, monkeypatch: pytest.MonkeyPatch):
-    import rag.index.store
+    import rag.index.build
 
     docs_folder(user)
     idx = index_copy(user)
     before = checksums(user)
-    real = rag.index.store._encode  # the embedding step of a build, whichever runtime embeds
+    real = rag.index.build._encode  # the embedding step of a build, whichever runtime embeds
 
     def embed_then_ctrl_c(*args, **kwargs):
         vectors = real(*args, **kwargs)
         os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT, delivered while the build is under way
         return vectors
 
-    monkeypatch.setattr(rag.index.store, "_encode", embed_then_ctrl_c)
+    monkeypatch.setattr(rag.index.build, "_encode", embed_then_ctrl_c)
     res = run_cli("index", user / "docs", "--index-dir", idx, "-q")
     check(res, 130, r"^Interrupted: the index at .*/idx was not changed .*run the same command again")
     assert checksums(user) == before  # the previous index is intact
     assert sorted(p.name for p in user.iterdir()) == ["docs", "idx"]  # no temporary folder, no lock left
-    monkeypatch.setattr(rag.index.store, "_encode", real)
+    monkeypatch.setattr(rag.index.build, "_encode", real)
     res = run_cli("index", user / "docs", "--index-dir", idx, "-q")
     assert res.code == 0 and "Indexed 2 chunks" in res.out, res.err
 

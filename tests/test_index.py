@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from rag.errors import IndexMismatch, IndexNotFound, InputError
-from rag.index.store import Index, build_index, fingerprint
+from rag.index.build import build_index
+from rag.index.store import Index, fingerprint
 from tests.retrieval_support import copy_index, settings, small_chunks, small_index
 
 

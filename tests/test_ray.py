@@ -52,7 +52,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    from rag.index.store import build_index
+    from rag.index.build import build_index
 
     root = tmp_path_factory.mktemp("ray-eval-index") / "index"
     chunks = [Chunk(id=cid, text=text, title=title, source=cid.split("#")[0]) for cid, (title, text) in DOCS.items()]
@@ -230,7 +230,7 @@ def test_index_built_on_ray_gives_the_same_top_10_for_every_golden_question(clus
 
     from rag.distributed.embed import ray_embedder
     from rag.eval.golden import load_golden
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from rag.ingest.chunking import chunk_documents
     from rag.ingest.corpus import load_builtin_topics
     from rag.retrieval.retriever import Retriever

@@ -190,7 +190,7 @@ POLICIES = [
 @pytest.fixture(scope="module")
 def policy_index(tmp_path_factory):
     from rag.config import load_settings
-    from rag.index.store import build_index
+    from rag.index.build import build_index
 
     root = tmp_path_factory.mktemp("policy-index")
     chunks = [Chunk(id=i, text=t, title=title, source=i.split("#")[0], meta=m) for i, title, t, m in POLICIES]

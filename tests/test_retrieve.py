@@ -137,7 +137,7 @@ def twin_index(tmp_path_factory):
     and indented, as the built-in corpus repeats a section under its chapter: a real index with a repeated passage."""
     from dataclasses import replace
 
-    from rag.index.store import build_index
+    from rag.index.build import build_index
     from tests.retrieval_support import small_chunks
 
     chunks = list(small_chunks())

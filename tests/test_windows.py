@@ -10,9 +10,10 @@ import pytest
 
 from rag.config import Settings
 from rag.errors import ConfigError, IndexMismatch
+from rag.index.build import build_index
 from rag.index.embeddings import resolve_model_path
 from rag.index.info import describe, render
-from rag.index.store import Index, build_index
+from rag.index.store import Index
 from rag.index.windows import SEARCH_DEPTH, best_by_owner, split, tokenizer_for
 from rag.ingest.chunking import Chunk
 from tests.retrieval_support import settings

@@ -98,8 +98,8 @@ def index_cmd(
     if no_tables and path is None:
         raise InputError("--no-tables leaves out the tables of a folder PATH; without PATH there are none to leave out")
     from rag.api import build_index
+    from rag.index.build import tables_line
     from rag.index.layout import check_target
-    from rag.index.store import tables_line
 
     target = Path(settings.index_dir).expanduser()
     check_target(target)  # before loading anything

@@ -1,7 +1,7 @@
 """The tables of an index: table files read into one DuckDB database, and the record that describes them.
 
 ``rag index`` takes the tables it finds beside the documents (and those of ``--tables``) into ``tables.duckdb``
-inside the index folder, built in the same temporary folder and swapped in with the rest (rag.index.store). The
+inside the index folder, built in the same temporary folder and swapped in with the rest (rag.index.build). The
 manifest keeps :func:`build_database`'s record, so the index describes its tables without opening the database:
 each table's name, source file, row count and description, and per column its DuckDB type, description and up
 to three example values. :func:`schema_summary` turns that record into the text the SQL writer is shown.

@@ -1,6 +1,6 @@
 """``rag index --ray``: embedding batches run on worker actors; bm25s and FAISS are built here, on the driver.
 
-:func:`ray_embedder` returns the ``embedder`` that ``rag.index.store.build_index`` hands the texts to embed, together
+:func:`ray_embedder` returns the ``embedder`` that ``rag.index.build.build_index`` hands the texts to embed, together
 with the encoder a local build would use (``rag.index.encoder.index_encoder``: made, for ONNX, before any worker
 starts) and its manifest record. Every worker embeds with exactly that encoder:
 

@@ -1,8 +1,8 @@
-"""The on-disk index: bm25s + FAISS + chunk store + manifest, built atomically (``store``), its folder layout
-and build lock (``layout``), and the sentence encoders it embeds with (``embeddings``: sentence-transformers,
-``encoder``: ONNX Runtime, torch-free).
+"""The on-disk index: bm25s + FAISS + chunk store + manifest, as loaded and searched (``store``) and built
+atomically (``build``), its folder layout and build lock (``layout``), and the sentence encoders it embeds with
+(``embeddings``: sentence-transformers, ``encoder``: ONNX Runtime, torch-free).
 
 Nothing is imported here, so importing one module stays cheap.
 """
 
-__all__ = ["embeddings", "encoder", "layout", "store"]
+__all__ = ["build", "embeddings", "encoder", "layout", "store"]

@@ -1,6 +1,6 @@
 """One generation of an index folder, pinned by open file handles so a reader never mixes two builds.
 
-A build (rag.index.store) writes a complete new folder and swaps it into place with renames, then deletes the
+A build (rag.index.build) writes a complete new folder and swaps it into place with renames, then deletes the
 old one. A reader that opened ``chunks.jsonl`` of one build and, later, the bm25s or FAISS files by path could
 read them from the next build: wrong passages with exit 0 when both corpora have as many chunks, or a spurious
 "inconsistent" error when they differ. So :func:`pin` opens the folder and then *every* file in it (``bm25/``

@@ -1,6 +1,6 @@
 """The index folder: its layout, which folders a build may replace, and one build per folder at a time.
 
-A build writes into a temporary sibling folder and then swaps it into place (rag.index.store), which deletes
+A build writes into a temporary sibling folder and then swaps it into place (rag.index.build), which deletes
 what was there. So a build only replaces a folder that is provably a Sieve index:
 
 * every entry in it belongs to the index layout (manifest.json, chunks.jsonl, bm25/, dense.faiss,

@@ -1,6 +1,6 @@
 """A full disk during a build: recognised, and reported in one line with what was kept and the space needed.
 
-A build writes the new index into a temporary folder beside the old one (rag.index.store), so when the disk
+A build writes the new index into a temporary folder beside the old one (rag.index.build), so when the disk
 fills up the old index is still whole; the temporary folder is removed. What a user needs then is not the
 traceback of the write that failed (``OSError: [Errno 28] No space left on device``, numpy's short write
 ``1536 requested and 0 written``, FAISS's ``write error ... (No space left on device)``) but one line: which
