@@ -115,18 +115,20 @@ class Critic(dspy.Module):
         reason is [sql:1]." -> "The share per reason is loss: share 40.0; damage: share 28.93 [sql:1]."), when the
         result has 1 to FILL_ROWS rows; only with the ``fill`` check (module docstring). The answer step keeps the
         answer as written, in a note."""
+        if "fill" not in self.checks:
+            return answer
         results = {h.chunk_id: h.meta for h in hits if (getattr(h, "meta", None) or {}).get("sql")}
-        spans = [m for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION
-                 and 0 < len((results.get(m.group(2)[1:-1].strip()) or {}).get("rows") or []) <= FILL_ROWS
-                 and not results[m.group(2)[1:-1].strip()].get("truncated")] if "fill" in self.checks else []
+        spans = [(m, meta) for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION
+                 and (meta := results.get(m.group(2)[1:-1].strip()))
+                 and 0 < len(meta.get("rows") or []) <= FILL_ROWS and not meta.get("truncated")]
         if not spans:
             return answer
         written = answer
-        for m in reversed(spans):
-            meta = results[m.group(2)[1:-1].strip()]
-            written = written[:m.start(2)] + written_rows(meta.get("columns") or [], meta["rows"]) + " " + written[m.start(2):]
+        for m, meta in reversed(spans):  # from the end: the earlier spans' offsets stay right
+            rows = written_rows(meta.get("columns") or [], meta["rows"])
+            written = f"{written[:m.start(2)]}{rows} {written[m.start(2):]}"
         step = next(s for s in reversed(trace.steps) if s.node == "answer")
-        step.notes.append(f"{', '.join(dict.fromkeys(m.group(2) for m in spans))} stood where the value belongs: "
+        step.notes.append(f"{', '.join(dict.fromkeys(m.group(2) for m, _ in spans))} stood where the value belongs: "
                           f"written out from the result's rows (no model call); as the model wrote it: {answer}")
         step.answer = written
         return written
