@@ -47,6 +47,10 @@ def test_an_answer_without_numbers_passes_and_citation_ids_are_not_numbers():
     ("The driver of S01754, the express that went missing, was [sql:1].", ["missing, was [sql:1]"]),  # a comma
     ("Zephyr Chemicals S.L. has been a customer of ours since [sql:1].", ["ours since [sql:1]"]),  # a start date
     ("Accounts have been on stop since [policies/credit_terms.md#001] says so.", []),  # not ending its clause
+    ("The invoice number for S01367 (Milan to Porto, EUR 2,016.21 freight) is [sql:1].",
+     ["freight) is [sql:1]"]),  # a closing bracket before the verb
+    ('The status called "lost" is [sql:1].', ['lost" is [sql:1]']),
+    ("See [policies/claims.md#000] at [policies/claims.md#001].", []),  # a citation's id is not a word before it
 ])
 def test_a_citation_standing_where_the_value_belongs_is_found(answer, hollow):
     assert cited_for_values(answer) == hollow

@@ -79,9 +79,9 @@ Revision = Answerer.append(
 
 CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "fill", "model")  # joined with "+"
 FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
-# a citation right after a copula or a preposition (after a comma too: "..., was [sql:1]."), ending its clause:
-# where the value the sentence promises belongs
-_CITED_VALUE = re.compile(r"\b(\w+),?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
+# a citation right after a copula or a preposition (after a comma, a closing bracket or quote too: "..., was
+# [sql:1].", "(Milan to Porto) is [sql:1]."), ending its clause: where the value the sentence promises belongs
+_CITED_VALUE = re.compile(r"\b(\w+)[)\"'\u2019]?,?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
                           r"(?=\s*(?:[.,;:)]|$|\band\b|\bwith\b))", re.I)
 ATTRIBUTION = {"stated", "described", "given", "shown", "listed", "set", "defined", "found", "mentioned", "explained",
                "noted", "specified", "outlined", "according", "per", "see", "written", "laid", "detailed", "covered",
