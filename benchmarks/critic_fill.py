@@ -30,14 +30,14 @@ from benchmarks.tables import emit, share  # noqa: E402
 WRITTEN = re.compile(r"written out from the result's rows \(no model call\); as the model wrote it: (.*)", re.S)
 
 
-def as_written(record: dict) -> tuple[str, bool]:
-    """(the answer as the model wrote it, whether the run filled it live)."""
+def as_written(record: dict) -> str:
+    """The recorded answer as the model wrote it: from its answer step's note when the run filled it live."""
     p = record.get("prediction") or {}
     for step in (p.get("trace") or {}).get("steps") or []:
         for note in step.get("notes") or []:
             if m := WRITTEN.search(note):
-                return m.group(1), True
-    return p.get("answer") or "", False
+                return m.group(1)
+    return p.get("answer") or ""
 
 
 def filled(critic, record: dict) -> str:
@@ -50,7 +50,7 @@ def filled(critic, record: dict) -> str:
     trace.add(Step(node="answer"))
     hits = [SimpleNamespace(chunk_id=s["chunk_id"], meta={k: s[k] for k in ("sql", "columns", "rows", "truncated") if k in s})
             for s in [*(p.get("sources") or []), *(p.get("uncited") or [])]]
-    return critic.fill(as_written(record)[0], hits, trace)
+    return critic.fill(as_written(record), hits, trace)
 
 
 def main() -> None:
@@ -70,7 +70,7 @@ def main() -> None:
         n = 0
         for k, r in records(run).items():
             p = r.get("prediction") or {}
-            written, answer = as_written(r)[0], filled(critic, r)
+            written, answer = as_written(r), filled(critic, r)
             facts = [str(f) for f in (r.get("data_gold") or {}).get("key_facts") or []]
             if answer != written:
                 n += 1
