@@ -270,7 +270,7 @@ def eval_part(workers: list[int], delay: float, items_n: int, rpm: int, window: 
     server = DelayServer(delay=delay)
     # a private SIEVE_HOME (usage ledger, run folders), sharing this machine's ONNX encoder exports so the eval
     # index is built with the encoder a real build uses without exporting it again (torch) into the temp folder
-    from rag.index.encoder import encoders_dir
+    from rag.index.export import encoders_dir
 
     shared_encoders = encoders_dir()
     (work / "home").mkdir(parents=True, exist_ok=True)

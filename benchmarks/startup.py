@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     lines = ["# Start-up and indexing speed: torch path vs ONNX Runtime path", ""]
     try:
-        from rag.index.encoder import ensure_export
+        from rag.index.export import ensure_export
 
         t = time.perf_counter()
         folder = ensure_export("default")

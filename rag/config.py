@@ -34,7 +34,7 @@ from rag.paths import PROJECT_ROOT, sieve_home  # noqa: F401  (re-exported: rag.
 ROLES = ("grader", "rewriter", "answerer", "judge")
 MODES = ("bm25", "dense", "hybrid")
 EMBEDDING_RUNTIMES = ("onnx", "torch")  # rag.index.encoder
-ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.index.encoder)
+ENCODER_PRECISIONS = ("fp32", "int8")  # what an encoder is made at (rag.index.export)
 EMBEDDING_PRECISIONS = ("auto", *ENCODER_PRECISIONS)  # the setting: "auto" resolves to one of them
 EXTRA_BUFTS = ("auto", "on", "off")
 DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.build
@@ -102,7 +102,7 @@ class Settings:
     # queries then use it by themselves (the manifest names it)
     adapt_encoder: bool = False
     # "onnx": embed with ONNX Runtime over an ONNX export of embedding_model (no torch at query time; made once
-    # per model, rag.index.encoder); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
+    # per model, rag.index.export); "torch": with sentence-transformers. The vectors agree (cosine >= 0.9999).
     embedding_runtime: str = "onnx"
     # the encoder's weights when indexing: "fp32" (the same vectors as sentence-transformers) or "int8" (ONNX
     # only; dynamic quantization: a cold index ~3x faster than torch, vectors differ slightly, retrieval inside

@@ -53,7 +53,7 @@ def small_recipe(monkeypatch):
 
 def test_index_with_an_adapted_encoder(tmp_path, small_recipe, capsys):
     from rag.index.build import build_index
-    from rag.index.encoder import encoders_dir
+    from rag.index.export import encoders_dir
     from rag.index.store import Index
     from rag.ingest.chunking import chunk_documents
     from rag.ingest.corpus import load_builtin_topics

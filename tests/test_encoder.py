@@ -1,6 +1,6 @@
-"""The torch-free query path (rag.index.encoder): ONNX Runtime vectors equal sentence-transformers', the index
-manifest records its encoder and the query side follows it, and the commands that need no model never
-import torch.
+"""The torch-free query path (rag.index.encoder, rag.index.export): ONNX Runtime vectors equal
+sentence-transformers', the index manifest records its encoder and the query side follows it, and the commands
+that need no model never import torch.
 
 The ONNX export is made once per test session (in the session's SIEVE_HOME) by the first test that needs it.
 """
@@ -82,7 +82,8 @@ def test_rag_models_with_its_check_never_imports_torch(tmp_path: Path):
 
 def test_onnx_query_vectors_match_sentence_transformers():
     from rag.index.embeddings import embed
-    from rag.index.encoder import MIN_COSINE, ensure_export, load_encoder
+    from rag.index.encoder import load_encoder
+    from rag.index.export import MIN_COSINE, ensure_export
 
     texts = real_queries()
     assert len(texts) >= 300 or not SHARED.is_dir(), len(texts)
@@ -98,14 +99,14 @@ def test_onnx_query_vectors_match_sentence_transformers():
 
 
 def test_manifest_records_the_encoder_and_search_runs_without_torch():
-    import rag.index.encoder as enc
+    import rag.index.export as exp
     from rag.config import Settings
 
     assert Settings().embedding_precision == "auto"
     index = small_index()  # default settings: int8 on ONNX Runtime
     record = index.manifest["embedding"]["encoder"]
     assert record["runtime"] == "onnxruntime" and record["precision"] == "int8"
-    assert record["id"].endswith(f"-int8-v1-q{enc.INT8_RECIPE}")
+    assert record["id"].endswith(f"-int8-v1-q{exp.INT8_RECIPE}")
     assert small_fp32_index().manifest["embedding"]["encoder"]["precision"] == "fp32"
     assert len(record["model_sha256"]) == 64 and record["id"].startswith(record["model_sha256"][:16])
     home = Path(os.environ["SIEVE_HOME"])
@@ -145,6 +146,7 @@ def _edit_manifest(root: Path, change) -> None:
 def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                           monkeypatch: pytest.MonkeyPatch):
     import rag.index.encoder as enc
+    import rag.index.export as exp
     from rag.config import Settings
     from rag.index.store import Index
     from rag.retrieval.retriever import Retriever
@@ -161,7 +163,7 @@ def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys
     assert "Note:" not in capsys.readouterr().err
 
     # no export yet (another machine): made on the first dense query, with one note, then reused
-    cached = enc.ensure_export("default")
+    cached = exp.ensure_export("default")
     made = []
 
     def fake_export(model, dest, sha, check_texts=(), say=None):  # a copy stands in for the real export
@@ -169,8 +171,8 @@ def test_index_from_before_the_encoder_record_still_works(tmp_path: Path, capsys
         shutil.copytree(cached, dest)
         return dest
 
-    monkeypatch.setattr(enc, "encoders_dir", lambda: tmp_path / "empty-home" / "encoders")
-    monkeypatch.setattr(enc, "export", fake_export)
+    monkeypatch.setattr(exp, "encoders_dir", lambda: tmp_path / "empty-home" / "encoders")
+    monkeypatch.setattr(exp, "export", fake_export)
     enc.load_encoder.cache_clear()
     old = Retriever(Index.load(root, Settings(index_dir=root)), mode="dense", top_k=4)
     assert [h.chunk_id for h in old.search("what does pass do")] == expected
@@ -221,24 +223,25 @@ def test_unknown_runtime_is_a_config_error():
         load_settings({"embedding_runtime": "tf"})
     with pytest.raises(ConfigError, match="embedding_precision='int4' is not allowed; use one of: auto, fp32, int8"):
         load_settings({"embedding_precision": "int4"})
-    import rag.index.encoder as enc
+    import rag.index.export as exp
 
     with pytest.raises(ConfigError, match="use one of: fp32, int8"):  # an encoder is made at a resolved precision
-        enc.ensure_export("default", precision="auto")
+        exp.ensure_export("default", precision="auto")
 
 
 def test_export_is_made_once_and_reused(monkeypatch: pytest.MonkeyPatch):
     import rag.index.encoder as enc
+    import rag.index.export as exp
 
-    first = enc.ensure_export("default")
+    first = exp.ensure_export("default")
     meta = json.loads((first / enc.META_FILE).read_text(encoding="utf-8"))
-    assert meta["checked"]["min_cosine"] >= enc.MIN_COSINE and meta["dim"] == 384 and meta["max_seq_length"] == 256
-    monkeypatch.setattr(enc, "export", lambda *a, **k: pytest.fail("exported twice"))
-    assert enc.ensure_export("default") == first
+    assert meta["checked"]["min_cosine"] >= exp.MIN_COSINE and meta["dim"] == 384 and meta["max_seq_length"] == 256
+    monkeypatch.setattr(exp, "export", lambda *a, **k: pytest.fail("exported twice"))
+    assert exp.ensure_export("default") == first
 
 
 def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path: Path):
-    import rag.index.encoder as enc
+    import rag.index.export as exp
     from rag.index.build import build_index
     from rag.retrieval.retriever import Retriever
     from tests.retrieval_support import settings, small_chunks
@@ -247,7 +250,7 @@ def test_int8_index_is_queried_with_int8_and_never_reuses_fp32_vectors(tmp_path:
     s = settings(index_dir=root, embedding_precision="int8")
     index = build_index(list(small_chunks()), root, s, show_progress=False)
     record = index.manifest["embedding"]["encoder"]
-    assert record["precision"] == "int8" and record["id"].endswith(f"-int8-v1-q{enc.INT8_RECIPE}")
+    assert record["precision"] == "int8" and record["id"].endswith(f"-int8-v1-q{exp.INT8_RECIPE}")
     assert index.manifest["counts"]["embeddings_reused"] == 0
     assert index.query_encoder.id == record["id"]  # queries use the index's own int8 encoder
     cosines = (np.asarray(index.embeddings) * np.asarray(small_fp32_index().embeddings)).sum(axis=1)
@@ -260,15 +263,16 @@ def test_int8_vectors_stay_close_to_fp32_on_real_text():
     """The int8 recipe keeps every vector near its fp32 twin on the golden set's and the shared benchmarks'
     questions and answers (recipe 1, per-tensor weights, fell to 0.78 on real chunks on an AVX2 CPU)."""
     import rag.index.encoder as enc
+    import rag.index.export as exp
 
     texts = real_queries()
-    fp32 = enc.load_encoder(str(enc.ensure_export("default"))).encode(texts)
-    int8 = enc.load_encoder(str(enc.ensure_export("default", precision="int8"))).encode(texts)
-    cosines = enc._cosines(int8, fp32)
+    fp32 = enc.load_encoder(str(exp.ensure_export("default"))).encode(texts)
+    int8 = enc.load_encoder(str(exp.ensure_export("default", precision="int8"))).encode(texts)
+    cosines = exp._cosines(int8, fp32)
     assert len(texts) >= 100
     assert cosines.min() >= 0.97 and cosines.mean() >= 0.99, (float(cosines.min()), float(cosines.mean()))
-    meta = json.loads((enc.ensure_export("default", precision="int8") / enc.META_FILE).read_text(encoding="utf-8"))
-    assert meta["quantization"]["recipe"] == enc.INT8_RECIPE and meta["quantization"]["per_channel"] is True
+    meta = json.loads((exp.ensure_export("default", precision="int8") / enc.META_FILE).read_text(encoding="utf-8"))
+    assert meta["quantization"]["recipe"] == exp.INT8_RECIPE and meta["quantization"]["per_channel"] is True
 
 
 def test_an_index_from_another_int8_recipe_is_refused_with_the_fix(tmp_path: Path):
@@ -297,14 +301,15 @@ def test_int8_embeds_each_text_alone_so_its_vector_does_not_depend_on_its_batch(
     on the texts beside it (cosine 0.98). int8 embeds one text per batch, so a passage indexed among hundreds
     gets the vector it gets alone (its query-time encoding); fp32 stays batched."""
     import rag.index.encoder as enc
+    import rag.index.export as exp
 
-    texts = real_queries()[:60] + list(enc.SAMPLE_TEXTS)
-    int8 = enc.OnnxEncoder(enc.ensure_export("default", precision="int8"), threads=2)
+    texts = real_queries()[:60] + list(exp.SAMPLE_TEXTS)
+    int8 = enc.OnnxEncoder(exp.ensure_export("default", precision="int8"), threads=2)
     assert int8.batch_size == 1 and all(len(rows) == 1 for rows in int8.batches(texts))
     together = int8.encode(texts)
     alone = np.stack([int8.encode([t])[0] for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-5)
-    fp32 = enc.OnnxEncoder(enc.ensure_export("default"), threads=2)
+    fp32 = enc.OnnxEncoder(exp.ensure_export("default"), threads=2)
     assert fp32.batch_size == enc.BATCH_SIZE and max(len(rows) for rows in fp32.batches(texts)) > 1
 
 
@@ -313,8 +318,9 @@ def test_int8_sessions_side_by_side_give_one_sessions_vectors_and_are_kept():
     the vectors, their order and the progress count are those of one session embedding them in turn, and the
     sessions are made once, then reused by the next call."""
     import rag.index.encoder as enc
+    import rag.index.export as exp
 
-    folder = enc.ensure_export("default", precision="int8")
+    folder = exp.ensure_export("default", precision="int8")
     texts = real_queries()[:80]
     parallel, serial = enc.OnnxEncoder(folder, threads=2), enc.OnnxEncoder(folder, threads=1)
     done: list[int] = []
@@ -332,6 +338,7 @@ def test_auto_precision_is_int8_on_onnx_fp32_on_torch_and_falls_back_to_fp32(mon
     """The default ``embedding_precision = "auto"``: int8 on ONNX Runtime, fp32 on torch; where the int8 encoder
     cannot be made or fails its check on this CPU, one note and an fp32 index instead of no index."""
     import rag.index.encoder as enc
+    import rag.index.export as exp
     from rag.errors import ModelError
 
     notes: list[str] = []
@@ -343,10 +350,10 @@ def test_auto_precision_is_int8_on_onnx_fp32_on_torch_and_falls_back_to_fp32(mon
     def refused(*_args, **_kwargs):
         raise ModelError("the int8 encoder's vectors differ too much from fp32's on this CPU")
 
-    cached = enc.ensure_export("default")
-    monkeypatch.setattr(enc, "encoders_dir", lambda: Path(os.environ["SIEVE_HOME"]) / "encoders-auto")
-    monkeypatch.setattr(enc, "quantize", refused)
-    monkeypatch.setattr(enc, "export", lambda model, dest, *a, **k: Path(shutil.copytree(cached, dest)))
+    cached = exp.ensure_export("default")
+    monkeypatch.setattr(exp, "encoders_dir", lambda: Path(os.environ["SIEVE_HOME"]) / "encoders-auto")
+    monkeypatch.setattr(exp, "quantize", refused)
+    monkeypatch.setattr(exp, "export", lambda model, dest, *a, **k: Path(shutil.copytree(cached, dest)))
     encoder, record = enc.index_encoder("default", "onnx", say=notes.append, precision="auto")
     assert record["precision"] == "fp32" and encoder.id.endswith("-fp32-v1")
     assert notes == ["Note: indexing with the fp32 encoder; the int8 one is not usable here: the int8 encoder's "

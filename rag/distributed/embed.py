@@ -67,7 +67,8 @@ def worker_encoder(model: str, record: dict[str, Any], threads: int | None = Non
     driver made it, or an earlier build), else exported here once, after checking that this machine's model
     files are the ones the driver's record was made from (IndexMismatch otherwise)."""
     from rag.index.embeddings import model_label, resolve_model_path
-    from rag.index.encoder import _usable, encoders_dir, ensure_export, load_encoder, model_sha256
+    from rag.index.encoder import load_encoder
+    from rag.index.export import _usable, encoders_dir, ensure_export, model_sha256
 
     folder = encoders_dir() / str(record["id"])
     if not _usable(folder):

@@ -156,7 +156,7 @@ def adapted_encoder(texts: Sequence[str], base: str, config: AdaptConfig | None 
     ``$SIEVE_HOME/encoders/adapted-<key>/`` and reused from then on (a rebuild of the same corpus trains nothing).
     Written to a temporary folder and renamed when complete, so an interrupted run leaves no half model."""
     from rag.index.embeddings import resolve_model_path
-    from rag.index.encoder import encoders_dir, model_sha256
+    from rag.index.export import encoders_dir, model_sha256
 
     config = config or DEFAULT_CONFIG
     base_path = resolve_model_path(base)

@@ -184,7 +184,8 @@ def _write(chunks: list[Chunk], root: Path, settings: Settings, show_progress: b
     import faiss
 
     from rag.index.embeddings import embedding_dim, model_label, resolve_model_path
-    from rag.index.encoder import encoder_id, index_encoder, model_sha256
+    from rag.index.encoder import index_encoder
+    from rag.index.export import encoder_id, model_sha256
 
     started = time.perf_counter()
     texts = [index_text(c) for c in chunks]
