@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rag.errors import InputError
-from rag.ingest.corpus import Document, html_to_text, load_builtin_topics, load_folder
+from rag.ingest.corpus import Document, load_builtin_topics, load_folder
+from rag.ingest.textfile import html_to_text
 
 
 def test_builtin_topics_are_the_cpython_reference():
