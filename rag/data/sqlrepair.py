@@ -111,27 +111,10 @@ def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], changes: 
                 _note(changes, f"{was} -> {column.sql(dialect='duckdb')} ({sources[owners[0]]} has {column.name})")
             elif not owners and qualifier not in sources and name in schema.get(qualifier, {}):
                 _join(select, qualifier, sources, schema, changes)
-            elif not owners and qualifier in sources:  # claims c ... c.customer_id: shipments has it
-                _join_owner(select, column, sources, schema, changes)
         elif name not in outputs and not any(name in schema[src] for src in sources.values()):
-            _join_owner(select, column, sources, schema, changes)
-
-
-def _join_owner(select: exp.Select, column: exp.Column, sources: dict[str, str], schema: dict[str, dict[str, str]],
-                changes: list[str]) -> None:
-    """Join the table that has ``column`` (which no table of ``select`` has) and read the column from it: the one
-    such table, or, when several have it (``customer_id`` is in shipments and customers), the one linked to the query
-    by a key (claims links to shipments, not to customers)."""
-    owners = [t for t, cols in schema.items() if column.name.lower() in cols and t not in sources.values()]
-    if len(owners) > 1:
-        owners = [t for t in owners if _link(t, sources, schema) is not None]
-    if len(owners) != 1:
-        return
-    was = column.sql(dialect="duckdb")
-    if _join(select, owners[0], sources, schema, changes):
-        column.set("table", exp.to_identifier(owners[0]))
-        if column.sql(dialect="duckdb") != was and was.count(".") == 1:
-            _note(changes, f"{was} -> {column.sql(dialect='duckdb')} ({owners[0]} has {column.name})")
+            owners = [t for t, cols in schema.items() if name in cols and t not in sources.values()]
+            if len(owners) == 1 and _join(select, owners[0], sources, schema, changes):
+                column.set("table", exp.to_identifier(owners[0]))
 
 
 def _same_both_sides(column: exp.Column, alias: str) -> bool:
