@@ -5,6 +5,7 @@
         --run benchmarks/results/eval-ops-unanswerable6-xeon ... --out benchmarks/results/critic_filters.md
     python benchmarks/critic_filters.py --check counts --index-dir ... --run ... --out benchmarks/results/critic_counts.md
     python benchmarks/critic_filters.py --check records --index-dir ... --run ... --out benchmarks/results/critic_records.md
+    python benchmarks/critic_filters.py --check empty --index-dir ... --run ... --out benchmarks/results/critic_empty.md
 
 The check (rag.data.coverage.Coverage.invented, via rag.agent.critique.Critic.off_target) flags an answer whose cited
 query keeps rows by a value that neither the question nor the passages shown beside it mention ("Was S00697 shipped
@@ -16,7 +17,8 @@ filters check too (McNemar, paired), and those of the runs not marked ``--seen``
 when the check was written) pooled. ``--check counts`` measures the counts check (Coverage.uncounted: "how many
 pallets" answered by a bare row count of one shipment) the same way, on top of today's checks with the filters check
 replayed too; ``--check records`` the records check (Critic.rowless: a question naming a record, or routed to the
-data alone, answered citing no query result that returned a row) the same way.
+data alone, answered citing no query result that returned a row) the same way; ``--check empty`` the empty check
+(Critic.empty: an answer to a question whose query found no row, only NULLs or a lone zero) the same way.
 """
 
 from __future__ import annotations
@@ -44,12 +46,25 @@ def check_flags(check: str, coverage, record: dict, texts: dict[str, str]) -> li
     records check: what the question names, when the answer cites no query result with a row)."""
     if check == "records":
         return rowless(coverage, record)
+    if check == "empty":
+        return found_empty(record)
     queries = cited_queries(record)
     if check == "filters":
         found = [coverage.invented(record["question"], q, shown_passages(record, texts)) for q in queries]
     else:
         found = [[why] if (why := coverage.uncounted(record["question"], q)) else [] for q in queries]
     return found if queries and all(found) else None
+
+
+def found_empty(record: dict) -> list[list[str]] | None:
+    """[[why]] when a query the recorded run ran for the question found nothing (rag.agent.critique.found_nothing:
+    no row, only NULLs, one row of zeros), cited or not (rag.agent.critique.Critic.empty); None otherwise."""
+    from rag.agent.critique import found_nothing
+
+    steps = ((record.get("prediction") or {}).get("trace") or {}).get("steps") or []
+    empty = [s["result"]["sql"] for s in steps if s.get("node") == "sql" and s.get("result")
+             and not s["result"].get("truncated") and found_nothing(s["result"].get("rows") or [])]
+    return [[f"found nothing: {empty[0][:80]}"]] if empty else None
 
 
 def rowless(coverage, record: dict) -> list[list[str]] | None:
@@ -68,7 +83,7 @@ def rowless(coverage, record: dict) -> list[list[str]] | None:
 def main() -> None:
     from rag.stats.intervals import compare_paired
 
-    args, index, coverage = replay_setup(__doc__, ("filters", "counts", "records"))
+    args, index, coverage = replay_setup(__doc__, ("filters", "counts", "records", "empty"))
     texts = {c.id: c.text for c in index.chunks}
     check = args.check
     lines = [f"# The critic's {check} check replayed on ops runs (no model call)", "",
@@ -84,6 +99,8 @@ def main() -> None:
         before = {k for k, r in recs.items() if caught(r) or k in hollow or k in columns}
         if check != "filters":  # the filters check is on by default: replayed on runs made before it
             before |= {k for k, r in recs.items() if k not in before and check_flags("filters", coverage, r, texts)}
+        if check == "empty":  # so is the records check since: replayed on runs made before it too
+            before |= {k for k, r in recs.items() if k not in before and check_flags("records", coverage, r, texts)}
         flags = {r["id"]: conditions for r in recs.values() if r["id"] not in before
                  and (conditions := check_flags(check, coverage, r, texts))}
         answerable = [k for k in flags if not recs[k].get("should_refuse")]

@@ -43,7 +43,7 @@ DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(de
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
 SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
-CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
+CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "empty", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -182,9 +182,10 @@ class Settings:
     # temperature-controlled trailer"; else flagged at once); "counts" = a "how many X" answered by a bare row count
     # reads a table that records X (not "how many pallets" as COUNT(*) of a shipment; else flagged at once; off by
     # default); "records" = an answer to a question naming a record ("CL0036") or routed to the data alone cites a
-    # query result with a row (else flagged at once); "fill" = where a citation of a query result of at most 10 rows
-    # stands for its value, the rows are written out in front of it (still flagged by "citations") (all seven no
-    # model call); "model" = the GroundingCritic signature on the grader's model, run when the numbers pass
+    # query result with a row (else flagged at once); "empty" = the query run for the question found something: a
+    # row with a value other than NULL, or more than a lone zero (else flagged at once; off by default); "fill" =
+    # where a citation of a query result of at most 10 rows stands for its value, the rows are written out in front
+    # of it (still flagged by "citations") (all eight no model call); "model" = the GroundingCritic signature on the grader's model, run when the numbers pass
     critic_checks: str = "numbers+citations+columns+filters+records+fill"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the

@@ -767,6 +767,45 @@ def test_an_answer_citing_a_row_of_the_record_it_names_passes_the_records_check(
     assert pred.trace.of("critique")[0].check == "numbers"
 
 
+EMPTY = [  # (a query whose rows hold nothing, the answer written from it)
+    ("SELECT count(*) AS pallets FROM shipments WHERE shipment_id = 'S00001' AND weight_kg < 0",
+     "0 pallets went onto S00001 [sql:1]."),
+    ("SELECT sum(amount_eur) AS recovered FROM claims WHERE claim_id = 'CL9999'", "We recovered nothing [sql:1]."),
+    ("SELECT claim_id FROM claims WHERE filed_on > DATE '2030-01-01'", "No claim was filed [sql:1]."),
+]
+
+
+@pytest.mark.parametrize("sql, answer", EMPTY, ids=["zero count", "null sum", "no row"])
+def test_an_answer_resting_on_a_query_that_found_nothing_is_flagged(ops, checksum, coverage, sql, answer):
+    """critic_checks with "empty": a query whose rows are none, all NULL, or one row of zeros found nothing, and the
+    answer written from it is flagged at once, with no model call (rag.agent.critique.Critic.empty); without the
+    check the same answer passes."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    for checks, flagged in (("numbers+citations+empty", True), ("numbers+citations", False)):
+        dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": sql}, {"answer": answer, "cited_ids": ["sql:1"]}]))
+        data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), corrections=1)
+        pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=Critic(1, checks, coverage))(
+            question="How many pallets went onto S00001?")
+        step = pred.trace.of("critique")[0]
+        assert pred.low_confidence is flagged and step.tokens_in == 0 and nodes(pred)[-2:] == ["answer", "critique"]
+        assert step.check == ("empty" if flagged else "numbers")
+        if flagged:
+            assert pred.critic_reason == step.reason and step.reason.startswith("the query run for it (sql:1) found nothing")
+
+
+@pytest.mark.parametrize("rows, nothing", [
+    ([], True), ([[None]], True), ([[0]], True), ([[0.0, None]], True), ([[None], [None]], True),
+    ([[0], [0]], False),  # two groups that each count zero: a breakdown, not nothing
+    ([[12]], False), ([[False]], False), ([[""]], False), ([["S00001", 0]], False), ([[0, 3]], False),
+])
+def test_found_nothing_reads_no_row_nulls_and_a_lone_zero_as_nothing(rows, nothing):
+    from rag.agent.critique import found_nothing
+
+    assert found_nothing(rows) is nothing
+
+
 def test_the_agent_built_for_an_index_with_tables_checks_coverage(ops):
     index, settings = ops
     _, critic = data_stages(index, settings)

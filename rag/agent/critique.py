@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Eight checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Nine checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -42,6 +42,11 @@ Eight checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   alone, and the answer cites no query result that returned a row, it was written from the passages or from nothing:
   "Which manager approved claim CL0036?" answered from the claims policy ("The claims handler approved it"), after
   the query failed or found nothing. Flagged at once (:meth:`Critic.rowless`): written again, it has no row to read.
+- ``empty`` (no model call; off by default): an answer to a question whose query found nothing (no row, every value
+  NULL, or one row of zeros: a count or a sum over no rows) is flagged at once, cited or not (:meth:`Critic.empty`,
+  :func:`found_nothing`): asked for what no column records, the writer's conditions match no row ("0 pallets went
+  onto S00241"); asked what the policies say about the data, the answer comes from the passages while the data said
+  nothing. "None" can be the true answer, so it flags rather than refuses.
 - ``fill`` (no model call): where the answer cites a query result of 1 to FILL_ROWS rows where its value belongs
   ("For each reason, the share rejected is [sql:1]."), the rows are written out in front of the citation
   (:meth:`Critic.fill`, :func:`written_rows`), so the reader is told the value; the answer stays flagged by the
@@ -77,7 +82,7 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "fill", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "empty", "fill", "model")  # joined with "+"
 FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
 # a citation right after a copula or a preposition (after a comma, a closing bracket or quote too: "..., was
 # [sql:1].", "(Milan to Porto) is [sql:1]."), ending its clause: where the value the sentence promises belongs
@@ -182,6 +187,22 @@ class Critic(dspy.Module):
         step.reason = f"{about}, and the answer cites no query result that returned a row"
         return step.reason
 
+    def empty(self, question: str, hits: list[Any], trace: Trace) -> str | None:
+        """Why the answer rests on a query that found nothing (a ``critique`` step says so), or None; only with the
+        ``empty`` check (module docstring)."""
+        if "empty" not in self.checks:
+            return None
+        empty = [h.chunk_id for h in hits if (meta := getattr(h, "meta", None) or {}).get("sql")
+                 and not meta.get("truncated") and found_nothing(meta.get("rows") or [])]
+        if not empty:
+            return None
+        step = trace.add(Step(node="critique", query=question))
+        step.notes.append("the query run for the question checked for rows (no model call)")
+        step.verdict, step.check = False, "empty"
+        step.reason = (f"the query run for it ({', '.join(empty)}) found nothing: no row, or only zeros and NULLs; the "
+                       "tables may not record what it asks, or the query's conditions match no row")
+        return step.reason
+
     def _misread(self, question: str, sql: str, passages: str) -> list[tuple[str, str]]:
         """What ``sql`` does that ``question`` did not ask for, as (check, reason); [] when nothing."""
         reasons = []
@@ -247,6 +268,15 @@ def written_rows(columns: list[str], rows: list[list[Any]]) -> str:
         first = _word(row[0]) if isinstance(row[0], str) else f"{labels[0]} {_word(row[0])}".strip()
         written.append(f"{first}: " + ", ".join(f"{label} {_word(v)}".strip() for label, v in zip(labels[1:], row[1:])))
     return "; ".join(written)
+
+
+def found_nothing(rows: list[list[Any]]) -> bool:
+    """Whether a query's rows hold nothing: no row, every value NULL, or one row of zeros and NULLs (a count or a
+    sum over no rows). False and an empty string are values."""
+    if all(v is None for row in rows for v in row):
+        return True
+    return len(rows) == 1 and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)
+                                  for v in rows[0])
 
 
 def _word(value: Any) -> str:
