@@ -46,7 +46,8 @@ Nine checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   NULL, or one row of zeros: a count or a sum over no rows) is flagged at once, cited or not (:meth:`Critic.empty`,
   :func:`found_nothing`): asked for what no column records, the writer's conditions match no row ("0 pallets went
   onto S00241"); asked what the policies say about the data, the answer comes from the passages while the data said
-  nothing. "None" can be the true answer, so it flags rather than refuses.
+  nothing. "None" can be the true answer, so it flags rather than refuses. Off: on questions written after it, it
+  caught 2 more unanswerable questions of 80, within noise (benchmarks/results/critic_empty.md).
 - ``fill`` (no model call): where the answer cites a query result of 1 to FILL_ROWS rows where its value belongs
   ("For each reason, the share rejected is [sql:1]."), the rows are written out in front of the citation
   (:meth:`Critic.fill`, :func:`written_rows`), so the reader is told the value; the answer stays flagged by the
