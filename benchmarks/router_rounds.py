@@ -31,15 +31,21 @@ from rag.stats.intervals import compare_paired  # noqa: E402
 MODULE = "rag/data/schemalink.py"
 
 
-def rules_at(rev: str) -> ModuleType:
-    """rag.data.schemalink as committed at ``rev``, imported under its own name beside today's."""
-    source = subprocess.run(["git", "show", f"{rev}:{MODULE}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    name = f"schemalink_{rev}"
+def module_at(rev: str, path: str) -> ModuleType:
+    """The module at ``path`` (rag/data/schemalink.py) as committed at ``rev``, imported under its own name
+    (``schemalink_<rev>``) beside today's."""
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    name = f"{Path(path).stem}_{rev}"
     spec = importlib.util.spec_from_loader(name, loader=None)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up by name
-    exec(compile(source.stdout, f"{rev}:{MODULE}", "exec"), module.__dict__)
+    exec(compile(source.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module
+
+
+def rules_at(rev: str) -> ModuleType:
+    """rag.data.schemalink as committed at ``rev``."""
+    return module_at(rev, MODULE)
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
         --out benchmarks/results/sql_repairs.md
 
 No model call. Every distinct statement (per question) that DuckDB refused in a finished ``rag eval`` run of the
-ops demo (``--runs``, default benchmarks/results/eval-ops*) is repaired by ``rag/data/sqlrepair.py`` as it was at
+ops demo (``--runs``: run folders, default benchmarks/results/eval-ops*) is repaired by ``rag/data/sqlrepair.py`` as it was at
 ``--before`` (read with ``git show``) and as it is in the working tree, guarded and run. Counted are the statements
 only today's repairs make run: on answerable items, whether they return the item's gold rows; on unanswerable items,
 whether the critic's columns or filters check (rag.data.coverage) would still flag an answer citing them, since a
@@ -14,10 +14,6 @@ query that runs there turns a refusal into an answer.
 from __future__ import annotations
 
 import argparse
-import glob
-import importlib.util
-import json
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,28 +22,20 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.router_rounds import module_at  # noqa: E402
 from benchmarks.tables import emit, shown_path  # noqa: E402
 
 MODULE = "rag/data/sqlrepair.py"
 KINDS = ("answerable, gold rows", "answerable, other rows", "unanswerable, still flagged", "unanswerable, unflagged")
 
 
-def repairs_at(rev: str) -> ModuleType:
-    """rag.data.sqlrepair as committed at ``rev``, imported under its own name beside today's."""
-    source = subprocess.run(["git", "show", f"{rev}:{MODULE}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    spec = importlib.util.spec_from_loader(f"sqlrepair_{rev}", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    exec(compile(source.stdout, f"{rev}:{MODULE}", "exec"), module.__dict__)
-    return module
-
-
-def failed_statements(runs: list[str]) -> list[tuple[str, dict, str]]:
+def failed_statements(runs: list[Path]) -> list[tuple[str, dict, str]]:
     """(run name, record, statement) for each distinct statement per question that DuckDB refused in ``runs``."""
+    from rag.eval.runs import read_records
+
     seen, found = set(), []
-    for path in runs:
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
+    for run in runs:
+        for record in read_records(run):
             for step in ((record.get("prediction") or {}).get("trace") or {}).get("steps", []):
                 sql = step.get("sql")
                 if step["node"] != "sql" or step.get("result") or not sql:
@@ -55,7 +43,7 @@ def failed_statements(runs: list[str]) -> list[tuple[str, dict, str]]:
                 if not str(step.get("reason") or "").startswith("duckdb") or (record["question"], sql) in seen:
                     continue
                 seen.add((record["question"], sql))
-                found.append((Path(path).parent.name, record, sql))
+                found.append((run.name, record, sql))
     return found
 
 
@@ -63,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index (rag demo ops)")
     parser.add_argument("--before", required=True, help="the commit whose repairs are compared with today's")
-    parser.add_argument("--runs", nargs="*", help="results.jsonl files (default: benchmarks/results/eval-ops*)")
+    parser.add_argument("--runs", nargs="*", type=Path, help="finished run folders (default: benchmarks/results/eval-ops*)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -80,7 +68,7 @@ def main() -> None:
     warehouse = Warehouse(index.tables_path)
     coverage = Coverage.for_index(index, warehouse, Vocabulary.for_index(index, warehouse))
     columns = today.columns_of(index.tables_record)
-    before = repairs_at(args.before)
+    before = module_at(args.before, MODULE)
 
     def repaired(module: ModuleType, sql: str) -> tuple[str, object | None]:
         fixed = module.repair_sql(sql, columns)
@@ -91,7 +79,7 @@ def main() -> None:
         except Exception:  # noqa: BLE001 - a repaired statement that still fails is counted as failing
             return fixed.sql, None
 
-    runs = args.runs or sorted(glob.glob(str(ROOT / "benchmarks/results/eval-ops*/results.jsonl")))
+    runs = args.runs or sorted(p.parent for p in (ROOT / "benchmarks/results").glob("eval-ops*/results.jsonl"))
     statements = failed_statements(runs)
     counts: Counter[str] = Counter()
     rows = []

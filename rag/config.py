@@ -185,7 +185,8 @@ class Settings:
     # query result with a row (else flagged at once); "empty" = the query run for the question found something: a
     # row with a value other than NULL, or more than a lone zero (else flagged at once; off by default); "fill" =
     # where a citation of a query result of at most 10 rows stands for its value, the rows are written out in front
-    # of it (still flagged by "citations") (all eight no model call); "model" = the GroundingCritic signature on the grader's model, run when the numbers pass
+    # of it (still flagged by "citations") (all eight no model call); "model" = the GroundingCritic signature on
+    # the grader's model, run when the numbers pass
     critic_checks: str = "numbers+citations+columns+filters+records+fill"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
     # ahead of the passages, the same in each prompt (the roles keep one shared prefix, so llama.cpp reads the
