@@ -170,6 +170,10 @@ class Settings:
     # also show worked examples written from the index's own tables by fixed templates (rag.data.drills: counts,
     # breakdowns, month ranges, joins on a name, date gaps; each statement checked on the tables), no labels needed
     sql_drills: bool = False
+    # on the "both" route, when the grader's subject guard overruled every "relevant" (a policy passage that never
+    # names the customer the question does), the SQLWriter still reads the passages of the first one overruled, for
+    # a figure the query needs; the answerer does not (rag.agent.module.Sieve._told)
+    sql_reads_overruled: bool = False
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

@@ -103,6 +103,31 @@ def test_both_reads_the_policy_then_queries_with_its_number(ops, checksum):
     assert answer.shown_ids[-1] == "sql:1" and len(answer.shown_ids) > 1  # passages and the SQL result together
 
 
+@pytest.mark.parametrize("reads", [True, False])
+def test_on_both_the_sql_writer_may_read_the_passages_the_subject_guard_overruled(ops, checksum, reads):
+    """The grader accepts the surcharge policy for a question about one customer, and its subject guard overrules
+    that (the policy never names the customer). With sql_reads_overruled the SQL writer still reads that passage,
+    for the rate its query needs; the answer rests on the SQL result alone either way."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    question = "What was Zephyr Chemicals S.L. invoiced for 2024, base freight plus the fuel surcharge?"
+    policy = top_id(ops, question)
+    assert policy.startswith("policies/fuel_surcharge.md")
+    sql = "SELECT round(sum(freight_eur) * 1.125, 2) AS total FROM shipments"
+    dspy.configure(lm=DummyLM([ROUTE_BOTH, {"reason": "the surcharge rule", "relevant": True, "relevant_chunk_ids": [policy],
+                                "subject": "Zephyr Chemicals S.L."}, {"sql": sql},
+                               {"answer": "The total is [sql:1].", "cited_ids": ["sql:1"]}]))
+    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), reads_overruled=reads)
+    start = len(GLOBAL_HISTORY)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, max_rewrites=0)(question=question)
+    grade, writer_prompt = pred.trace.of("grade")[0], str(GLOBAL_HISTORY[start + 2]["messages"])
+    assert grade.verdict is False and "verdict set to not relevant" in " ".join(grade.notes)
+    assert (f"[{policy}]" in writer_prompt) is reads  # the passage, headed by its id, in the writer's documents
+    assert any(f"subject guard overruled: {policy}" in n for n in grade.notes) is reads
+    assert pred.trace.of("answer")[0].shown_ids == ["sql:1"] and not pred.refused  # the answerer never reads it
+
+
 def test_a_refused_statement_gets_one_correction_with_the_guards_reason(ops, checksum):
     lm_answers = [ROUTE_DATA, {"sql": "DELETE FROM claims"}, {"sql": OPEN_CLAIMS},
                   {"answer": "Open claims are counted [sql:1].", "cited_ids": ["sql:1"]}, GROUNDED]

@@ -47,7 +47,7 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
                  columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
-                 text_sql: bool = False):
+                 text_sql: bool = False, reads_overruled: bool = False):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -57,6 +57,9 @@ class DataRoute(dspy.Module):
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
         self.text_sql = text_sql  # the writer answers with a ```sql block, not JSON (rag.agent.sqltext)
+        # on "both", with no passage accepted, the writer reads those the subject guard kept from the answer
+        # (rag.agent.module.Sieve._told)
+        self.reads_overruled = reads_overruled
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import dspy
 
@@ -50,6 +50,17 @@ from signatures import Answerer, Grader, Rewriter
 REFUSAL = "I couldn't find this in the knowledge base."
 _PLACEHOLDER = re.compile(r"\{\w+\}")  # a small model may echo the prompt's "{query}" instead of writing one
 MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts, and the trace says so
+
+
+class Search(NamedTuple):
+    """What the documents' loop found: the passages to answer from ([] to refuse), the last hits (the closest
+    passages of a refusal), the grader's last reason, how much of each passage the answerer reads, and the
+    passages of the first "relevant" verdict the subject guard overruled ([] when none was)."""
+    passages: list[Any]
+    closest: list[Any]
+    reason: str
+    max_chars: int | None = None
+    overruled: tuple[Any, ...] = ()
 
 
 class Sieve(dspy.Module):
@@ -98,31 +109,42 @@ class Sieve(dspy.Module):
             facts = self.data.query(question, trace, self._call)
             if facts:
                 return self._answer(question, facts, trace)
-        passages, closest, reason, max_chars = self._search(question, trace, notes, context)
+        found = self._search(question, trace, notes, context)
+        passages = found.passages
         if source == "both":
-            passages = [*passages, *self.data.query(question, trace, self._call, documents=passages)]
+            passages = [*passages, *self.data.query(question, trace, self._call, documents=self._told(found, trace))]
         if passages:
-            return self._answer(question, passages, trace, max_chars=max_chars)
-        return self._refuse(closest, trace, reason)
+            return self._answer(question, passages, trace, max_chars=found.max_chars)
+        return self._refuse(found.closest, trace, found.reason)
 
-    def _search(self, question: str, trace: Trace, notes: list[str],
-                context: str | None = None) -> tuple[list[Any], list[Any], str, int | None]:
-        """The documents' loop: (passages to answer from, [] to refuse; the last hits; the grader's reason; how
-        much of each passage the answerer reads). ``context``: a follow-up's conversation as one more search text
-        for the first search."""
-        query, tried = question, []
+    def _told(self, found: Search, trace: Trace) -> list[Any]:
+        """The passages the SQL writer reads on the ``both`` route: those the answer rests on, or, with
+        ``data.reads_overruled`` and none accepted, those the subject guard kept from the answer. A figure the query
+        needs (a surcharge rate) is in a policy that never names the customer the question does; the guard is right
+        to keep that passage from the answer, and the query still needs its figure."""
+        if found.passages or not found.overruled or not getattr(self.data, "reads_overruled", False):
+            return found.passages
+        trace.steps[-1].notes.append("the SQL writer reads the passages the subject guard overruled: "
+                                     + ", ".join(h.chunk_id for h in found.overruled))
+        return list(found.overruled)
+
+    def _search(self, question: str, trace: Trace, notes: list[str], context: str | None = None) -> Search:
+        """The documents' loop. ``context``: a follow-up's conversation as one more search text for the first
+        search."""
+        query, tried, overruled = question, [], ()
         for attempt in range(self.max_rewrites + 1):
             hits = self._retrieve(query, trace, notes if attempt == 0 else [], context if attempt == 0 else None)
             tried.append(query)
             if not self.use_reflection:
-                return hits, hits, "", None
-            relevant, reason = self._grade(question, hits, trace)
+                return Search(hits, hits, "")
+            relevant, reason, guarded = self._grade(question, hits, trace)
+            overruled = overruled or guarded
             if relevant:
                 if self.answer_context == "graded":
-                    return hits, hits, reason, self.grade_passage_chars
-                return relevant, hits, reason, None
+                    return Search(hits, hits, reason, self.grade_passage_chars)
+                return Search(relevant, hits, reason)
             if attempt == self.max_rewrites:
-                return [], hits, reason, None
+                return Search([], hits, reason, overruled=tuple(overruled))
             query = self._rewrite(question, tried, reason, trace)
         raise AssertionError("unreachable: the loop always returns")
 
@@ -159,21 +181,23 @@ class Sieve(dspy.Module):
             _add_cost(step, stats)
         return expansion
 
-    def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str]:
+    def _grade(self, question: str, hits: list[Any], trace: Trace) -> tuple[list[Any], str, list[Any]]:
+        """(the passages accepted, [] when none; the grader's reason; the passages of a "relevant" the subject
+        guard overruled, else [])"""
         named = next((s.subject for s in reversed(trace.steps) if s.node == "grade" and s.subject), None)
         step = trace.add(Step(node="grade", query=question))
         hits = self._within_budget("grader", hits, step, self.grade_passage_chars)
         shown = step.shown_ids = [h.chunk_id for h in hits]
         if not hits:
             step.verdict, step.reason = False, "retrieval returned nothing"
-            return [], step.reason
+            return [], step.reason, []
         missing = missing_terms(named, hits) if named and self.subject_shortcut else []
         if missing:  # the guard would overrule a "relevant" about this subject: no need to ask the grader again
             step.verdict, step.subject = False, named
             step.reason = f"the passages do not mention {', '.join(missing)}"
             step.notes.append(f"grade call skipped: the subject the grader named before, {named!r}, is in none of these "
                               f"passages (missing: {', '.join(missing)})")
-            return [], step.reason
+            return [], step.reason, []
         context = format_context(hits, max_chars=self.grade_passage_chars)
         pred, stats = self._call("grader", self.grade, shown, question=question, context=context)
         step.record(stats)
@@ -183,7 +207,7 @@ class Sieve(dspy.Module):
         step.verdict, step.reason, step.chosen_ids = bool(pred.relevant), str(pred.reason or ""), chosen
         step.subject = " ".join(str(getattr(pred, "subject", "") or "").split()) or None
         if not step.verdict:
-            return [], step.reason
+            return [], step.reason, []
         accepted = [h for h in hits if h.chunk_id in chosen]
         if not chosen:  # relevant, but no usable ids: the context as a whole was accepted
             step.notes.append("grader said relevant without valid ids; using all shown passages")
@@ -194,8 +218,8 @@ class Sieve(dspy.Module):
             step.verdict, step.reason = False, f"the passages do not mention {', '.join(missing)}"
             step.notes.append(f"grader said relevant, but its subject {subject!r} is not in the accepted passages "
                               f"(missing: {', '.join(missing)}); verdict set to not relevant")
-            return [], step.reason
-        return accepted, step.reason
+            return [], step.reason, accepted
+        return accepted, step.reason, []
 
     def _rewrite(self, question: str, tried: list[str], reason: str, trace: Trace) -> str:
         step = trace.add(Step(node="rewrite", query=tried[-1]))
