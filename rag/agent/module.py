@@ -55,7 +55,7 @@ MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts,
 class Search(NamedTuple):
     """What the documents' loop found: the passages to answer from ([] to refuse), the last hits (the closest
     passages of a refusal), the grader's last reason, how much of each passage the answerer reads, and the
-    passages of the first "relevant" verdict the subject guard overruled ([] when none was)."""
+    passages of the first "relevant" verdict the subject guard overruled (empty when none was)."""
     passages: list[Any]
     closest: list[Any]
     reason: str
