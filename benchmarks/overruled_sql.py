@@ -3,7 +3,7 @@
     python benchmarks/overruled_sql.py \
         --pair benchmarks/results/eval-ops-sqlblind16-xeon:benchmarks/results/eval-ops-sqlblind16-overruled \
         --pair benchmarks/results/eval-ops-unanswerable17-xeon:benchmarks/results/eval-ops-unanswerable17-overruled \
-        --out benchmarks/results/sql_reads_overruled_items.md
+        --out benchmarks/results/sql_reads_overruled.md
 
 Each pair is a run of the default agent and a run of the same split with ``--set sql_reads_overruled=true``. On the
 ``both`` route, with no passage accepted, the setting shows the SQL writer the passages the subject guard kept from
@@ -23,14 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.tables import emit, shown_path  # noqa: E402
-
-NOTE = "the SQL writer reads the passages the subject guard overruled"
+from rag.agent.module import OVERRULED_NOTE  # noqa: E402
 
 
 def fired(record: dict) -> list[str]:
     """The notes of ``record``'s trace that say the writer read the overruled passages."""
     steps = ((record.get("prediction") or {}).get("trace") or {}).get("steps") or []
-    return [n for s in steps for n in s.get("notes") or [] if n.startswith(NOTE)]
+    return [n for s in steps for n in s.get("notes") or [] if n.startswith(OVERRULED_NOTE)]
 
 
 def outcome(record: dict) -> str:

@@ -43,11 +43,6 @@ def module_at(rev: str, path: str) -> ModuleType:
     return module
 
 
-def rules_at(rev: str) -> ModuleType:
-    """rag.data.schemalink as committed at ``rev``."""
-    return module_at(rev, MODULE)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index (rag demo ops)")
@@ -64,7 +59,7 @@ def main() -> None:
 
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
     warehouse = Warehouse(index.tables_path)
-    rules = {"before": rules_at(args.before), "today": today}
+    rules = {"before": module_at(args.before, MODULE), "today": today}
     vocab = {k: m.Vocabulary.for_index(index, warehouse) for k, m in rules.items()}
 
     sets, pooled, pooled_new = [], [], []

@@ -50,6 +50,7 @@ from signatures import Answerer, Grader, Rewriter
 REFUSAL = "I couldn't find this in the knowledge base."
 _PLACEHOLDER = re.compile(r"\{\w+\}")  # a small model may echo the prompt's "{query}" instead of writing one
 MAX_QUESTION_CHARS = 4000  # longer questions are cut for retrieval and prompts, and the trace says so
+OVERRULED_NOTE = "the SQL writer reads the passages the subject guard overruled"  # the trace's note, then the ids
 
 
 class Search(NamedTuple):
@@ -122,10 +123,9 @@ class Sieve(dspy.Module):
         ``data.reads_overruled`` and none accepted, those the subject guard kept from the answer. A figure the query
         needs (a surcharge rate) is in a policy that never names the customer the question does; the guard is right
         to keep that passage from the answer, and the query still needs its figure."""
-        if found.passages or not found.overruled or not getattr(self.data, "reads_overruled", False):
+        if found.passages or not found.overruled or not self.data.reads_overruled:
             return found.passages
-        trace.steps[-1].notes.append("the SQL writer reads the passages the subject guard overruled: "
-                                     + ", ".join(h.chunk_id for h in found.overruled))
+        trace.steps[-1].notes.append(f"{OVERRULED_NOTE}: {', '.join(h.chunk_id for h in found.overruled)}")
         return list(found.overruled)
 
     def _search(self, question: str, trace: Trace, notes: list[str], context: str | None = None) -> Search:
