@@ -174,6 +174,11 @@ class Settings:
     # names the customer the question does), the SQLWriter still reads the passages of the first one overruled, for
     # a figure the query needs; the answerer does not (rag.agent.module.Sieve._told)
     sql_reads_overruled: bool = False
+    # statements the SQLWriter drafts for a question on its first try: the first greedy, the others sampled at
+    # sql_sample_temperature; the result most of those that run return is used (rag.agent.sqlvote); 1 = the greedy
+    # statement alone. Each draft is one more model call
+    sql_samples: int = 1
+    sql_sample_temperature: float = 0.7  # the temperature of the drafts after the first (sql_samples > 1)
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
@@ -275,6 +280,10 @@ class Settings:
             raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
         if self.sql_examples.strip() and not self.sql_example_splits.strip():
             raise ConfigError("sql_examples needs sql_example_splits, the splits to show (e.g. train,dev)")
+        if not 1 <= self.sql_samples <= 8:
+            raise ConfigError(f"sql_samples must be between 1 (the greedy statement alone) and 8, got {self.sql_samples}")
+        if not 0 < self.sql_sample_temperature <= 2:
+            raise ConfigError(f"sql_sample_temperature must be above 0 and at most 2, got {self.sql_sample_temperature}")
         for name, top in (("sql_corrections", 3), ("critic_retries", 3), ("sql_demos", 8)):
             if not 0 <= getattr(self, name) <= top:
                 raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")

@@ -140,6 +140,54 @@ def test_a_refused_statement_gets_one_correction_with_the_guards_reason(ops, che
     assert "DELETE FROM claims" in prompts[2] and "not allowed" in prompts[2]  # shown its statement and the reason
 
 
+ALL_CLAIMS = "SELECT count(*) AS n FROM claims"
+
+
+@pytest.mark.parametrize("greedy, second, third, used", [
+    (ALL_CLAIMS, OPEN_CLAIMS, "SELECT count(claim_id) FROM claims WHERE status = 'open'", 2),  # two agree: outvoted
+    (OPEN_CLAIMS, ALL_CLAIMS, "DROP TABLE claims", 1),  # one each, the third refused: the greedy draft keeps a tie
+    ("DROP TABLE claims", OPEN_CLAIMS, "SELECT nothing FROM claims", 2),  # the greedy refused, a sampled one ran
+])
+def test_drafted_statements_vote_and_the_result_most_return_is_used(ops, checksum, greedy, second, third, used):
+    """sql_samples = 3: the greedy statement and two sampled at the temperature, each through the guard; the result
+    the most drafts that ran return is the evidence, with no correction call."""
+    index, _ = ops
+    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": greedy}, {"sql": second}, {"sql": third},
+                               {"answer": "Counted [sql:1].", "cited_ids": ["sql:1"]}]))
+    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), samples=3, temperature=0.7)
+    start = len(GLOBAL_HISTORY)
+    pred = Sieve(Retriever_for(ops), data=data)(question="How many claims are open?")
+    (sql,) = pred.trace.of("sql")
+    drafts = [greedy, second, third]
+    assert sql.sql == drafts[used - 1] and sql.verdict is True
+    want = open_claims(ops) if drafts[used - 1] != ALL_CLAIMS else 300
+    assert sql.result["rows"] == [[want]]
+    assert any("3 statements drafted" in n for n in sql.notes)
+    assert any(f"draft {used}'s result used" in n for n in sql.notes) is (used > 1)
+    configs = [e["kwargs"] for e in GLOBAL_HISTORY[start + 1:start + 4]]
+    assert [(c.get("temperature"), c.get("seed")) for c in configs[1:]] == [(0.7, 1), (0.7, 2)]
+    assert "seed" not in configs[0]  # the first draft is the greedy one, as without sql_samples
+
+
+def test_when_no_draft_runs_the_greedy_statements_error_gets_the_correction(ops, checksum):
+    index, _ = ops
+    start = len(GLOBAL_HISTORY)
+    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": "DELETE FROM claims"}, {"sql": "DROP TABLE claims"},
+                               {"sql": OPEN_CLAIMS}, {"answer": "Counted [sql:1].", "cited_ids": ["sql:1"]}]))
+    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), samples=2)
+    pred = Sieve(Retriever_for(ops), data=data)(question="How many claims are open?")
+    first, second = pred.trace.of("sql")
+    assert first.result is None and "not allowed" in first.reason and any("0 ran" in n for n in first.notes)
+    assert second.result["rows"] == [[open_claims(ops)]]
+    assert "DELETE FROM claims" in str(GLOBAL_HISTORY[start + 3]["messages"])  # the greedy draft is the one corrected
+
+
+def Retriever_for(ops):
+    from rag.retrieval.retriever import Retriever
+
+    return Retriever(ops[0], mode="hybrid", top_k=3)
+
+
 def top_id(ops, question):
     from rag.retrieval.retriever import Retriever
 

@@ -32,6 +32,7 @@ from typing import Any
 import dspy
 
 from rag.agent.sqltext import writing
+from rag.agent.sqlvote import agreed
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
@@ -47,7 +48,7 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
                  columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
-                 text_sql: bool = False, reads_overruled: bool = False):
+                 text_sql: bool = False, reads_overruled: bool = False, samples: int = 1, temperature: float = 0.7):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -60,6 +61,9 @@ class DataRoute(dspy.Module):
         # on "both", with no passage accepted, the writer reads those the subject guard kept from the answer
         # (rag.agent.module.Sieve._told)
         self.reads_overruled = reads_overruled
+        # statements drafted on the first try, the first greedy, the rest sampled at ``temperature``; the result most
+        # of them return is used (rag.agent.sqlvote); 1: the greedy statement alone
+        self.samples, self.temperature = samples, temperature
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 
@@ -123,12 +127,18 @@ class DataRoute(dspy.Module):
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"
                 break
+            failed = None
             try:
                 result = self._run(sql, step)
             except DataError as exc:  # "guard: ..." refused before it ran; "duckdb: ..." failed or ran too long
+                result, failed = None, exc
+            if not attempt and self.samples > 1:
+                result = self._agree(result, step, call, dict(question=question, tables=self.schema, documents=shown,
+                                                             previous=previous, **({"demos": demos} if demos else {})))
+            if result is None:
                 step.verdict = False
-                step.reason = f"{'guard' if isinstance(exc, SQLRejected) else 'duckdb'}: {_one_line(exc)}"
-                previous = f"{sql}\nerror: {_one_line(exc)}"
+                step.reason = f"{'guard' if isinstance(failed, SQLRejected) else 'duckdb'}: {_one_line(failed)}"
+                previous = f"{sql}\nerror: {_one_line(failed)}"
                 continue
             step.verdict = True
             hit = evidence(result, 1)
@@ -137,6 +147,44 @@ class DataRoute(dspy.Module):
             return [hit]
         trace.steps[-1].notes.append("the data route found nothing usable; the answer rests on the documents")
         return []
+
+    def _agree(self, first: Any, step: Step, call: Callable[..., Any], inputs: dict[str, Any]) -> Any:
+        """The result most of ``samples`` drafts return (rag.agent.sqlvote): ``first``, the greedy draft's result
+        (None: it failed), and ``samples - 1`` more drafted at ``temperature``; ``step`` takes the chosen statement,
+        the drafts' tokens and a note. None when no draft ran."""
+        results, steps = [first], [step]
+        for seed in range(1, self.samples):
+            draft = Step(node="sql")
+            steps.append(draft)
+            try:
+                with writing(self.text_sql):
+                    pred, stats = call("answerer", self.write, [],
+                                       config={"temperature": self.temperature, "seed": seed}, **inputs)
+            except SieveError as exc:
+                if not isinstance(exc, DataError):
+                    raise
+                results.append(None)
+                continue
+            except Exception:  # an output that could not be parsed: one vote fewer
+                results.append(None)
+                continue
+            step.latency_ms += stats.latency_ms
+            step.tokens_in, step.tokens_out = step.tokens_in + stats.tokens_in, step.tokens_out + stats.tokens_out
+            step.cost += stats.cost
+            draft.sql = clean_sql(pred.sql)
+            try:
+                results.append(self._run(draft.sql, draft) if draft.sql else None)
+            except DataError:
+                results.append(None)
+        chosen, votes = agreed(results)
+        ran = sum(r is not None for r in results)
+        step.notes.append(f"{self.samples} statements drafted (the first greedy, the rest at temperature "
+                          f"{self.temperature:g}); {ran} ran; the result used was returned by {votes} of them")
+        if chosen > 0:
+            step.notes.append(f"draft {chosen + 1}'s result used: {steps[chosen].sql}")
+            step.notes.extend(steps[chosen].notes)
+            step.sql = steps[chosen].sql
+        return results[chosen] if chosen >= 0 else None
 
     def _run(self, sql: str, step: Step) -> Any:
         """Run ``sql``; when it fails, once more as rag.data.sqlrepair fixes it from the schema (a column moved to

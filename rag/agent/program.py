@@ -97,7 +97,8 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         data = DataRoute(warehouse, schema_summary(record), cues=cues, learned=learned, examples=examples,
                          columns=columns_of(record), rows=settings.sql_rows, timeout_s=settings.sql_timeout_s,
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
-                         reads_overruled=settings.sql_reads_overruled)
+                         reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
+                         temperature=settings.sql_sample_temperature)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)
