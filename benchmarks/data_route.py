@@ -17,7 +17,9 @@ tables with no labels, as ``sql_drills`` shows them) and ``sql+similar`` (the th
 benchmarks/results/sql_examples_layout.md, measured at commit 9d26ccc and reverted), scored by running the
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
 writer reads its gold passages. ``@text`` has the writer answer with a ```sql block instead of JSON (the agent's
-``sql_output = "text"``, rag.agent.sqltext). A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
+``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
+temperature 0.7, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
+A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
 the test split is for reporting.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import statistics
 import sys
 import time
@@ -119,17 +122,48 @@ def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
 
 def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse, lm, examples=None) -> dict:
     from optimize.roles import sql_outcome
+    from rag.agent.dataroute import clean_sql
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
     shown, demos = examples.similar(item.question) \
         if examples is not None and ("+similar" in variant or "+drills" in variant) else ([], None)
-    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents, previous="",
-                               **({"demos": demos} if demos else {}))
-    right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
+    inputs = dict(question=item.question, tables=schema, documents=documents, previous="",
+                  **({"demos": demos} if demos else {}))
+    pred, stats = metered_call(predict, lm, **inputs)
+    text, voted = pred.sql, {}
+    samples = int(m.group(1)) if (m := re.search(r"\+vote(\d+)", variant)) else 1
+    if samples > 1 and clean_sql(pred.sql):  # an empty greedy statement ("the tables cannot answer") stands
+        text, voted = _voted(predict, lm, inputs, pred.sql, samples, warehouse)
+    right, sql, error = sql_outcome(warehouse, text, item.meta["gold_result"], rows=50, timeout_s=5.0)
     return {"role": "sql", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "sql": sql, "error": error, "right": right, "latency_s": time.perf_counter() - start,
-            "tokens_in": stats.tokens_in, "examples": shown}
+            "tokens_in": stats.tokens_in, "examples": shown, **voted}
+
+
+def _voted(predict, lm, inputs: dict, greedy: str, samples: int, warehouse) -> tuple[str, dict]:
+    """``+voteN``: the greedy statement and N - 1 more drafted at temperature 0.7 with seeds 1, 2, ..., each run as
+    written; the statement whose result the most drafts return, a tie to the earliest (rag.agent.sqlvote, as
+    ``sql_samples = N`` has the agent do)."""
+    from rag.agent.dataroute import clean_sql
+    from rag.agent.sqlvote import agreed
+    from rag.errors import DataError
+    from rag.usage.metering import metered_call
+
+    drafts = [greedy]
+    for seed in range(1, samples):
+        try:
+            drafts.append(metered_call(predict, lm, config={"temperature": 0.7, "seed": seed}, **inputs)[0].sql)
+        except Exception:  # an output that could not be parsed: no vote
+            drafts.append("")
+    results = []
+    for text in drafts:
+        try:
+            results.append(warehouse.run(clean_sql(text), time_limit_s=5.0, max_rows=50) if clean_sql(text) else None)
+        except DataError:
+            results.append(None)
+    chosen, votes = agreed(results)
+    return drafts[max(chosen, 0)], {"drafts": [clean_sql(t) for t in drafts], "chosen": chosen, "votes": votes}
 
 
 SQL_RULES = ("Join another table only when the question needs one of its columns: joining a table with several rows "
@@ -155,7 +189,7 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
         return None
     start = time.perf_counter()
     pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents,
-                               previous=CORRECTIONS[variant](first["sql"], first["error"]))
+                               previous=CORRECTIONS[variant.split("@")[0]](first["sql"], first["error"]))
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
     return {"role": "correct", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
             "sql": sql, "error": error, "right": right, "repeated": sql == first["sql"], "runs": bool(sql) and not error,
@@ -205,7 +239,10 @@ def main() -> None:
     parser.add_argument("--router", default="router,needs", help="router variants (empty: none)")
     parser.add_argument("--sql", default="", help="SQL writer variants: sql, sql+demos (empty: none)")
     parser.add_argument("--correct", default="", help="correction variants after a failed first statement of the "
-                        "plain writer (needs --sql sql): " + ", ".join(CORRECTIONS))
+                        "--correct-after variant (needs it in --sql): " + ", ".join(CORRECTIONS) + " (@text: as a "
+                        "```sql block)")
+    parser.add_argument("--correct-after", default="sql", help="the SQL variant whose failed first statements the "
+                        "correction variants correct (e.g. sql@text)")
     parser.add_argument("--artifact", default="ops-data-route-qwen1.5b", help="whose demos the +demos variants use")
     parser.add_argument("--examples", default="", help="for the +similar variants: FILE:SPLITS, the labelled queries "
                         "shown, the 3 nearest per question (rag.data.labelled.SQLExamples, as sql_examples does)")
@@ -262,12 +299,13 @@ def main() -> None:
             predict.demos = demos["write"] if "+demos" in variant else []
         todo = items if role == "router" else [i for i in items if i.meta.get("gold_result") is not None]
         if role == "correct":  # after the plain writer's first statement, when it failed
-            todo = [i for i in todo if (done.get(("sql", "sql", i.id)) or {}).get("error")]
+            todo = [i for i in todo if (done.get(("sql", args.correct_after, i.id)) or {}).get("error")]
         for n, item in enumerate(todo, 1):
             key = (role, variant, item.id)
             if key not in done or variant == "cues":  # the cues are read again: they take microseconds
                 with _layout(variant):
-                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm, done.get(("sql", "sql", item.id)),
+                    rec = _run(role, variant, predict, item, schema, index, warehouse, lm,
+                               done.get(("sql", args.correct_after, item.id)),
                                drilled if "+drills" in variant else examples)
                 done[key] = rec
                 with args.records.open("a", encoding="utf-8") as fh:
@@ -280,6 +318,8 @@ def main() -> None:
              f"{shown_path(args.golden)} --splits {args.splits} --router {args.router or chr(34) * 2} --sql "
              f"{args.sql or chr(34) * 2} --artifact {args.artifact or chr(34) * 2}"
              f"{f' --examples {shown_path(args.examples)}' if args.examples else ''}"
+             f"{f' --correct {args.correct}' if args.correct else ''}"
+             f"{f' --correct-after {args.correct_after}' if args.correct_after != 'sql' else ''}"
              f"{f' --records {shown_path(args.records)}' if args.records != RECORDS else ''}`", "",
              "Share right per split with its 95% Wilson interval (n items), right/items per gold route, and the "
              "median seconds per call, on the embedded Qwen2.5-Coder-1.5B (cache off).", ""]
@@ -296,7 +336,33 @@ def main() -> None:
             lines.append(f"| {v} | {len(mine)} | {sum(r['repeated'] for r in mine)} | {sum(r['runs'] for r in mine)} | "
                          f"{sum(r['right'] for r in mine)} |")
         lines.append("")
+        lines += _with_correction(records, [v for v in args.sql.split(",") if v], args.correct.split(",")[0],
+                                  args.correct_after)
     emit(lines, args.out)
+
+
+def _with_correction(records: list[dict], variants: list[str], correct: str, after: str) -> list[str]:
+    """The ``+vote`` variants against ``after`` as the agent runs them, with its one correction: a first statement
+    that failed is corrected (``correct``'s record), and a vote in which no draft ran corrects the greedy draft,
+    which is ``after``'s first statement, the same way (McNemar, exact)."""
+    from rag.stats.intervals import mcnemar
+
+    first = {r["id"]: r for r in records if r["role"] == "sql" and r["variant"] == after}
+    fixed = {r["id"]: bool(r["right"]) for r in records if r["role"] == "correct" and r["variant"] == correct}
+    ids = [i for i, r in first.items() if not r.get("error") or i in fixed]
+    base = [bool(first[i]["right"]) or fixed.get(i, False) for i in ids]
+    lines = [f"With the agent's one correction (`{correct}` after a failed first statement of `{after}`; a vote in "
+             "which no draft ran corrects the greedy draft the same way):", "",
+             f"| variant | items | `{after}` + correction right | right | better / worse | p |", "|---|---|---|---|---|---|"]
+    for v in variants:
+        mine = {r["id"]: r for r in records if r["role"] == "sql" and r["variant"] == v and "+vote" in v}
+        if not mine:
+            continue
+        got = [bool(mine[i]["right"]) or (mine[i].get("chosen", 0) < 0 and fixed.get(i, False)) if i in mine else False
+               for i in ids]
+        worse, better, p = mcnemar(base, got)
+        lines.append(f"| {v} | {len(ids)} | {sum(base)} | {sum(got)} | {better} / {worse} | {p:.3f} |")
+    return lines + [""]
 
 
 def _paired(records: list[dict], variants: list[str], items: list, examples) -> list[str]:
