@@ -18,7 +18,7 @@ benchmarks/results/sql_examples_layout.md, measured at commit 9d26ccc and revert
 statement through the guard against the gold rows (what ``rag eval`` calls SQL execution accuracy); a "both" item's
 writer reads its gold passages. ``@text`` has the writer answer with a ```sql block instead of JSON (the agent's
 ``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
-temperature 0.7, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
+the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
@@ -142,28 +142,31 @@ def _sql_one(variant: str, predict, item, schema: str, documents: str, warehouse
 
 
 def _voted(predict, lm, inputs: dict, greedy: str, samples: int, warehouse) -> tuple[str, dict]:
-    """``+voteN``: the greedy statement and N - 1 more drafted at temperature 0.7 with seeds 1, 2, ..., each run as
+    """``+voteN``: the greedy statement and N - 1 more drafted at ``sql_sample_temperature``'s default with seeds 1, 2, ..., each run as
     written; the statement whose result the most drafts return, a tie to the earliest (rag.agent.sqlvote, as
     ``sql_samples = N`` has the agent do)."""
     from rag.agent.dataroute import clean_sql
     from rag.agent.sqlvote import agreed
+    from rag.config import Settings
     from rag.errors import DataError
     from rag.usage.metering import metered_call
 
-    drafts = [greedy]
+    temperature = Settings.sql_sample_temperature  # the agent's default
+    drafts = [clean_sql(greedy)]
     for seed in range(1, samples):
         try:
-            drafts.append(metered_call(predict, lm, config={"temperature": 0.7, "seed": seed}, **inputs)[0].sql)
+            drafts.append(clean_sql(metered_call(predict, lm, config={"temperature": temperature, "seed": seed},
+                                                 **inputs)[0].sql))
         except Exception:  # an output that could not be parsed: no vote
             drafts.append("")
     results = []
-    for text in drafts:
+    for sql in drafts:
         try:
-            results.append(warehouse.run(clean_sql(text), time_limit_s=5.0, max_rows=50) if clean_sql(text) else None)
+            results.append(warehouse.run(sql, time_limit_s=5.0, max_rows=50) if sql else None)
         except DataError:
             results.append(None)
     chosen, votes = agreed(results)
-    return drafts[max(chosen, 0)], {"drafts": [clean_sql(t) for t in drafts], "chosen": chosen, "votes": votes}
+    return drafts[max(chosen, 0)], {"drafts": drafts, "chosen": chosen, "votes": votes}
 
 
 SQL_RULES = ("Join another table only when the question needs one of its columns: joining a table with several rows "
