@@ -19,6 +19,8 @@ statement through the guard against the gold rows (what ``rag eval`` calls SQL e
 writer reads its gold passages. ``@text`` has the writer answer with a ```sql block instead of JSON (the agent's
 ``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
 the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
+``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links``,
+rag.data.valuelinks).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
@@ -200,18 +202,23 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
 
 
 def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None,
-         examples=None) -> dict:
+         examples=None, links=None) -> dict:
     from rag.agent.dataroute import documents_text
+    from rag.data.valuelinks import section
     from rag.eval.golden import gold_chunk_ids
     from rag.retrieval.retriever import Hit
 
     if role == "router":
         return _route_one(variant, predict, item, schema, lm)
+    named = links.lines(item.question) if links is not None and "+links" in variant else []
+    schema += section(named)
     gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
     hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
     if role == "correct":
-        return _correct_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, first)
-    return _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, examples)
+        rec = _correct_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, first)
+    else:
+        rec = _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, examples)
+    return {**rec, "links": named} if rec is not None and named else rec
 
 
 def _table(records: list[dict], role: str, splits: list[str]) -> list[str]:
@@ -274,6 +281,12 @@ def main() -> None:
 
         file, _, shown_splits = args.examples.rpartition(":")
         examples = SQLExamples.from_file(file, shown_splits.split(","), index.query_encoder.encode, k=3)
+    links = None
+    if "+links" in args.sql + args.correct:
+        from rag.data.schemalink import column_values
+        from rag.data.valuelinks import ValueLinks
+
+        links = ValueLinks.from_record(index.tables_record, warehouse, column_values(index.tables_record, warehouse))
     drilled = None
     if "+drills" in args.sql:
         from rag.data.drills import Drills
@@ -309,7 +322,7 @@ def main() -> None:
                 with _layout(variant):
                     rec = _run(role, variant, predict, item, schema, index, warehouse, lm,
                                done.get(("sql", args.correct_after, item.id)),
-                               drilled if "+drills" in variant else examples)
+                               drilled if "+drills" in variant else examples, links)
                 done[key] = rec
                 with args.records.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")

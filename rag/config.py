@@ -179,6 +179,10 @@ class Settings:
     # statement alone. Each draft is one more model call
     sql_samples: int = 1
     sql_sample_temperature: float = 0.7  # the temperature of the drafts after the first (sql_samples > 1)
+    # show the SQLWriter, beside the schema, the table values and record ids the question names, as the tables spell
+    # them ("'Orchid Pharma GmbH' is a value of customers.name (its customer_id is 'CU005')"): rag.data.valuelinks,
+    # no model call
+    sql_links: bool = False
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

@@ -10,6 +10,7 @@ the SourceRouter signature, which reads the question and the schema summary; for
 choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted:
 :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit and a row cap.
 With ``sql_examples``, the writer is shown the labelled queries most like the question (rag.data.labelled); with
+``sql_links``, the table values and record ids the question names, as the tables spell them (rag.data.valuelinks); with
 ``sql_output = "text"`` it writes the query as a ```sql block instead of a JSON string (rag.agent.sqltext). A
 refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason ``corrections``
 times (default once); after that the route reports that it found nothing usable. Before that correction, a
@@ -36,6 +37,7 @@ from rag.agent.sqlvote import agreed
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
+from rag.data.valuelinks import section
 from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
@@ -48,7 +50,8 @@ DOCUMENT_CHARS = 1500  # what the SQL writer reads of the accepted passages (a n
 class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
                  columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
-                 text_sql: bool = False, reads_overruled: bool = False, samples: int = 1, temperature: float = 0.7):
+                 text_sql: bool = False, reads_overruled: bool = False, samples: int = 1, temperature: float = 0.7,
+                 links: Any = None):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -64,6 +67,7 @@ class DataRoute(dspy.Module):
         # statements drafted on the first try, the first greedy, the rest sampled at ``temperature``; the result most
         # of them return is used (rag.agent.sqlvote); 1: the greedy statement alone
         self.samples, self.temperature = samples, temperature
+        self.links = links  # rag.data.valuelinks.ValueLinks: the values the question names, shown beside the schema
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 
@@ -103,13 +107,15 @@ class DataRoute(dspy.Module):
         shown = documents_text(documents)
         previous = ""
         example_ids, demos = self.examples.similar(question) if self.examples is not None else ([], None)
+        named = self.links.lines(question) if self.links is not None else []
+        tables = self.schema + section(named)
         for attempt in range(self.corrections + 1):
             step = trace.add(Step(node="sql", query=question))
             if attempt:
                 step.notes.append(f"correction {attempt} of {self.corrections}: {previous.splitlines()[-1]}")
             try:
                 with writing(self.text_sql):
-                    pred, stats = call("answerer", self.write, [], question=question, tables=self.schema,
+                    pred, stats = call("answerer", self.write, [], question=question, tables=tables,
                                        documents=shown, previous=previous, **({"demos": demos} if demos else {}))
             except SieveError as exc:
                 if not isinstance(exc, DataError):
@@ -123,6 +129,8 @@ class DataRoute(dspy.Module):
             step.record(stats)
             if example_ids:
                 step.notes.append(f"shown the {len(example_ids)} example queries most like it: {', '.join(example_ids)}")
+            if named:
+                step.notes.append(f"told the values the question names (no model call): {'; '.join(named)}")
             sql = step.sql = clean_sql(pred.sql)
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"
@@ -133,7 +141,7 @@ class DataRoute(dspy.Module):
             except DataError as exc:  # "guard: ..." refused before it ran; "duckdb: ..." failed or ran too long
                 result, failed = None, exc
             if not attempt and self.samples > 1:
-                result = self._agree(result, step, call, dict(question=question, tables=self.schema, documents=shown,
+                result = self._agree(result, step, call, dict(question=question, tables=tables, documents=shown,
                                                              previous=previous, **({"demos": demos} if demos else {})))
             if result is None:
                 step.verdict = False

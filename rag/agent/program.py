@@ -76,6 +76,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         from rag.data.coverage import Coverage
         from rag.data.schemalink import Vocabulary
         from rag.data.sqlrepair import columns_of
+        from rag.data.valuelinks import ValueLinks
 
         warehouse = Warehouse(path)
         vocab = Vocabulary.for_index(index, warehouse)
@@ -98,7 +99,8 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          columns=columns_of(record), rows=settings.sql_rows, timeout_s=settings.sql_timeout_s,
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
-                         temperature=settings.sql_sample_temperature)
+                         temperature=settings.sql_sample_temperature,
+                         links=ValueLinks.from_record(record, warehouse, vocab.column_values) if settings.sql_links else None)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)

@@ -151,13 +151,15 @@ class Vocabulary:
     ids: set[str] = field(default_factory=set)  # id shapes, from example values
     described: set[str] = field(default_factory=set)  # roots of the words naming a column in its description
     doc_terms: set[tuple[str, str]] = field(default_factory=set)  # terms found in the documents
+    # per "table.column", its distinct text values as stored (column_values), for rag.data.valuelinks
+    column_values: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_record(cls, record: dict[str, Any], values: dict[str, list[str]] | None = None,
                     documents: Iterable[str] = ()) -> Vocabulary:
         """From a tables record (rag.data.build_database), per ``table.column`` its distinct text values, and the
         documents' texts."""
-        vocab = cls()
+        vocab = cls(column_values=dict(values or {}))
         for table in record.get("tables") or []:
             vocab.tables |= {stem(w) for w in words(table["name"]) if w not in UNITS}
             vocab.tables |= {stem(words(a)[-1]) for a in table.get("aliases") or [] if words(a)}  # "haulage firm": firm
@@ -191,27 +193,8 @@ class Vocabulary:
 
     @classmethod
     def from_warehouse(cls, record: dict[str, Any], warehouse: Any, documents: Iterable[str] = ()) -> Vocabulary:
-        """From the record, the text values the warehouse holds (read through its guard: a few ms per column of a
-        small table; a column that takes longer than VALUES_SECONDS, or all of them past VALUES_BUDGET_S, gives
-        none) and the documents' texts."""
-        from rag.errors import DataError
-
-        values: dict[str, list[str]] = {}
-        started = time.perf_counter()
-        for table in record.get("tables") or []:
-            for col in table.get("columns", []):
-                kind = str(col.get("type", "")).upper()
-                if "CHAR" not in kind and "TEXT" not in kind or time.perf_counter() - started > VALUES_BUDGET_S:
-                    continue
-                name, source = _quoted(col["name"]), _quoted(table["name"])
-                try:
-                    result = warehouse.run(f"SELECT DISTINCT {name} FROM {source} WHERE length({name}) <= {VALUE_CHARS}",
-                                           max_rows=VALUES_PER_COLUMN, time_limit_s=VALUES_SECONDS)
-                except DataError:  # a column the guard or DuckDB will not read this way: no values from it
-                    continue
-                if not result.truncated:
-                    values[f'{table["name"]}.{col["name"]}'] = [str(r[0]) for r in result.rows if r[0] is not None]
-        return cls.from_record(record, values, documents)
+        """From the record, the text values the warehouse holds (:func:`column_values`) and the documents' texts."""
+        return cls.from_record(record, column_values(record, warehouse), documents)
 
     @classmethod
     def for_index(cls, index: Any, warehouse: Any) -> Vocabulary:
@@ -399,3 +382,27 @@ def _month_may(toks: list[str], i: int) -> bool:
     """'in May 2024': the month, not the modal."""
     return toks[i] == "may" and (i > 0 and toks[i - 1] in {"in", "of", "since", "until", "during"}
                                  or i + 1 < len(toks) and toks[i + 1].isdigit())
+
+
+def column_values(record: dict[str, Any], warehouse: Any) -> dict[str, list[str]]:
+    """Per ``table.column`` of a text column, its distinct values of at most VALUE_CHARS characters, read through
+    the warehouse's guard: a few ms per column of a small table; a column with more than VALUES_PER_COLUMN values,
+    or that takes longer than VALUES_SECONDS, or all of them past VALUES_BUDGET_S, gives none."""
+    from rag.errors import DataError
+
+    values: dict[str, list[str]] = {}
+    started = time.perf_counter()
+    for table in record.get("tables") or []:
+        for col in table.get("columns", []):
+            kind = str(col.get("type", "")).upper()
+            if "CHAR" not in kind and "TEXT" not in kind or time.perf_counter() - started > VALUES_BUDGET_S:
+                continue
+            name, source = _quoted(col["name"]), _quoted(table["name"])
+            try:
+                result = warehouse.run(f"SELECT DISTINCT {name} FROM {source} WHERE length({name}) <= {VALUE_CHARS}",
+                                       max_rows=VALUES_PER_COLUMN, time_limit_s=VALUES_SECONDS)
+            except DataError:  # a column the guard or DuckDB will not read this way: no values from it
+                continue
+            if not result.truncated:
+                values[f'{table["name"]}.{col["name"]}'] = [str(r[0]) for r in result.rows if r[0] is not None]
+    return values

@@ -1,0 +1,123 @@
+"""Value links: the table values and record ids a question names, told to the SQL writer as the tables spell them.
+
+A question names a customer ("Orchid Pharma GmbH"), a category ("express", "open"), a city or a record
+("S00725", "claim CL0221"); the SQL writer sees only the schema and three example values per column, so it guesses
+an id (``customer_id = 'CU001'``), a spelling or a column. Here the question's words are matched against the text
+values the tables hold (the distinct values rag.data.schemalink reads for the cue router: columns with at most
+VALUES_PER_COLUMN values) and against the shape of each column's example ids; each match becomes one line shown
+beside the schema, no model call:
+
+    'Orchid Pharma GmbH' is a value of customers.name (its customer_id is 'CU005')
+    'express' is a value of shipments.service_level
+    'S00725' is shipments.shipment_id
+
+A value matches as whole words, any case; the longest match wins where matches overlap. A name (a value of a column
+with NAMES_FROM or more values) comes with its row's key when its table has one (its first column, named ``...id``)
+and exactly one row holds it. An id-shaped word is looked up in each column whose examples have its shape, and
+named by the key column that holds it, else by every column that does. Lookups go through the warehouse's guard.
+At most ``limit`` lines (LINKS default); ``sql_links`` turns it on (rag.agent.program).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag.data.schemalink import NAMES_FROM, id_shape, words
+from rag.errors import DataError
+
+LINKS = 8  # lines at most: the values a question names are few; more would crowd the schema
+LOOKUP_SECONDS = 1.0  # per key or id looked up
+
+
+@dataclass
+class ValueLinks:
+    warehouse: Any  # rag.data.Warehouse: keys and ids are looked up through its guard
+    values: dict[str, list[str]]  # per "table.column", its distinct text values (rag.data.schemalink.column_values)
+    keys: dict[str, str] = field(default_factory=dict)  # table -> its key column
+    shapes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # id shape -> [(table, column)]
+    limit: int = LINKS
+
+    def __post_init__(self) -> None:
+        # each value as the question's words would spell it -> (the value as stored, the columns holding it)
+        self._spelled: dict[tuple[str, ...], tuple[str, list[str]]] = {}
+        for column, texts in self.values.items():
+            for text in texts:
+                key = tuple(words(text))
+                if key and not all(t.isdigit() for t in key) and key not in {("true",), ("false",)} \
+                        and id_shape(text) is None:  # an id is looked up by its shape, in the column it keys
+                    self._spelled.setdefault(key, (text, []))[1].append(column)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], warehouse: Any, values: dict[str, list[str]],
+                    limit: int = LINKS) -> ValueLinks:
+        """From a tables record (its columns' examples give the id shapes and keys) and the columns' values."""
+        keys, shapes = {}, {}
+        for table in record.get("tables") or []:
+            columns = table.get("columns") or []
+            if columns and columns[0]["name"].lower().endswith("id"):
+                keys[table["name"]] = columns[0]["name"]
+            for col in columns:
+                for shape in {s for s in map(id_shape, col.get("examples") or []) if s}:
+                    shapes.setdefault(shape, []).append((table["name"], col["name"]))
+        return cls(warehouse, values, keys, shapes, limit)
+
+    def lines(self, question: str) -> list[str]:
+        """One line per value or id ``question`` names (module docstring), in the question's order."""
+        toks = words(question)
+        found: list[tuple[int, int, str]] = []  # (start, end, line)
+        for start, end, columns, value in self._values(toks):
+            if any(s < end and start < e for s, e, _ in found):
+                continue  # inside a longer match
+            found.append((start, end, self._value_line(value, columns)))
+        for i, tok in enumerate(toks):
+            if any(s <= i < e for s, e, _ in found) or (shape := id_shape(tok)) not in self.shapes:
+                continue
+            if line := self._id_line(tok, self.shapes[shape]):
+                found.append((i, i + 1, line))
+        return list(dict.fromkeys(line for _, _, line in sorted(found)))[: self.limit]  # a value named twice: once
+
+    def _values(self, toks: list[str]) -> list[tuple[int, int, list[str], str]]:
+        """(start, end, columns, value) per place a value occurs in ``toks``, longest first."""
+        hits = []
+        for key, (text, columns) in self._spelled.items():
+            n = len(key)
+            hits += [(i, i + n, columns, text) for i in range(len(toks) - n + 1) if tuple(toks[i:i + n]) == key]
+        return sorted(hits, key=lambda h: (h[0] - h[1], h[0]))
+
+    def _value_line(self, value: str, columns: list[str]) -> str:
+        line = f"{_literal(value)} is a value of {', '.join(columns)}"
+        table, column = columns[0].split(".", 1)
+        key = self.keys.get(table)
+        if len(columns) > 1 or len(self.values[columns[0]]) < NAMES_FROM or not key or key == column:
+            return line  # a category ("express"), or a value with no key of its own to give
+        rows = self._lookup(f'SELECT "{key}" FROM "{table}" WHERE "{column}" = {_literal(value)} LIMIT 2')
+        return f"{line} (its {key} is {_literal(str(rows[0][0]))})" if len(rows) == 1 and rows[0][0] is not None \
+            else line
+
+    def _id_line(self, token: str, columns: list[tuple[str, str]]) -> str | None:
+        for spelled in dict.fromkeys((token.upper(), token)):  # ids are mostly upper case; the words are lowered
+            holding = [(t, c) for t, c in columns
+                       if self._lookup(f'SELECT 1 FROM "{t}" WHERE "{c}" = {_literal(spelled)} LIMIT 1')]
+            if holding:
+                keyed = [(t, c) for t, c in holding if self.keys.get(t) == c] or holding
+                return f"{_literal(spelled)} is {', '.join(f'{t}.{c}' for t, c in keyed)}"
+        return None
+
+    def _lookup(self, sql: str) -> list[list[Any]]:
+        try:
+            return self.warehouse.run(sql, max_rows=2, time_limit_s=LOOKUP_SECONDS).rows
+        except DataError:  # a lookup the guard or DuckDB refuses: no line from it
+            return []
+
+
+def _literal(text: str) -> str:
+    """``text`` as a SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def section(lines: list[str]) -> str:
+    """``lines`` (:meth:`ValueLinks.lines`) as a block to append to the schema the writer reads; "" when none."""
+    if not lines:
+        return ""
+    return "\n\nTHE QUESTION NAMES (as the tables spell them):\n" + "\n".join(f"  {line}" for line in lines)
