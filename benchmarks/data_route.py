@@ -20,7 +20,9 @@ writer reads its gold passages. ``@text`` has the writer answer with a ```sql bl
 ``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
 the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
 ``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links``,
-rag.data.valuelinks).
+rag.data.valuelinks). Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
+correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
+(``sql_redraws = N``).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
@@ -192,13 +194,30 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
 
     if not first.get("error"):
         return None
+    from rag.agent.dataroute import same_sql
+    from rag.config import Settings
+
     start = time.perf_counter()
-    pred, stats = metered_call(predict, lm, question=item.question, tables=schema, documents=documents,
-                               previous=CORRECTIONS[variant.split("@")[0]](first["sql"], first["error"]))
+    form, _, redraws = variant.split("@")[0].partition(":redraw")
+    inputs = dict(question=item.question, tables=schema, documents=documents,
+                  previous=CORRECTIONS[form](first["sql"], first["error"]))
+    pred, stats = metered_call(predict, lm, **inputs)
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
+    repeated, drawn = sql == first["sql"], None
+    for seed in range(1, int(redraws or 0) + 1):  # ``:redrawN``: the agent's sql_redraws = N
+        if not (sql and same_sql(sql, first["sql"])):
+            break
+        try:
+            again = metered_call(predict, lm, config={"temperature": Settings.sql_sample_temperature, "seed": seed},
+                                 **inputs)[0].sql
+        except Exception:  # an output that could not be parsed: the next draw
+            continue
+        outcome = sql_outcome(warehouse, again, item.meta["gold_result"], rows=50, timeout_s=5.0)
+        if outcome[1] and not same_sql(outcome[1], first["sql"]):
+            (right, sql, error), drawn = outcome, seed
     return {"role": "correct", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
-            "sql": sql, "error": error, "right": right, "repeated": sql == first["sql"], "runs": bool(sql) and not error,
-            "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
+            "sql": sql, "error": error, "right": right, "repeated": repeated, "runs": bool(sql) and not error,
+            "redrawn": drawn, "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
 
 
 def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None,
@@ -354,6 +373,7 @@ def main() -> None:
         lines.append("")
         lines += _with_correction(records, [v for v in args.sql.split(",") if v], args.correct.split(",")[0],
                                   args.correct_after)
+        lines += _corrections_paired(records, args.correct.split(","), args.correct_after)
     emit(lines, args.out)
 
 
@@ -378,6 +398,38 @@ def _with_correction(records: list[dict], variants: list[str], correct: str, aft
                for i in ids]
         worse, better, p = mcnemar(base, got)
         lines.append(f"| {v} | {len(ids)} | {sum(base)} | {sum(got)} | {better} / {worse} | {p:.3f} |")
+    return lines + [""]
+
+
+def _corrections_paired(records: list[dict], corrections: list[str], after: str) -> list[str]:
+    """Each correction variant against the first, as the agent scores a question: ``after``'s first statement, or
+    its correction where it was refused or failed (McNemar, exact); with the seconds each adds per question."""
+    from rag.stats.intervals import mcnemar
+
+    if len(corrections) < 2:
+        return []
+    first = {r["id"]: r for r in records if r["role"] == "sql" and r["variant"] == after}
+    fixed = {v: {r["id"]: r for r in records if r["role"] == "correct" and r["variant"] == v} for v in corrections}
+    ids = list(first)
+
+    def scored(v: str) -> list[bool]:
+        return [bool(first[i]["right"]) or bool((fixed[v].get(i) or {}).get("right")) for i in ids]
+
+    def added(v: str) -> float:
+        return sum(r["latency_s"] for r in fixed[v].values()) / max(len(ids), 1)
+
+    base = scored(corrections[0])
+    lines = [f"`{after}`'s first statement, corrected where it failed, by each correction against `{corrections[0]}` "
+             "(McNemar, exact), and the correction's seconds per question, averaged over all the items:", "",
+             f"| correction | items | `{corrections[0]}` right | right | better / worse | p | s per question added |",
+             "|---|---|---|---|---|---|---|",
+             f"| {corrections[0]} | {len(ids)} | {sum(base)} | {sum(base)} | | | {added(corrections[0]):.1f} |"]
+    for v in corrections[1:]:
+        got = scored(v)
+        worse, better, p = mcnemar(base, got)
+        redrawn = sum(r.get("redrawn") is not None for r in fixed[v].values())
+        lines.append(f"| {v} ({redrawn} drawn again) | {len(ids)} | {sum(base)} | {sum(got)} | {better} / {worse} | "
+                     f"{p:.3f} | {added(v):.1f} |")
     return lines + [""]
 
 

@@ -72,6 +72,12 @@ class Step:
         self.cost, self.model, self.cached = stats.cost, stats.model, stats.cached
         self.notes.extend(stats.notes)
 
+    def add_call(self, stats: Any) -> None:
+        """Add one more LM call's latency, tokens and cost to this step's (a step that made several calls)."""
+        self.latency_ms += stats.latency_ms
+        self.tokens_in, self.tokens_out = self.tokens_in + stats.tokens_in, self.tokens_out + stats.tokens_out
+        self.cost += stats.cost
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Step":
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
