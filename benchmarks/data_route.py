@@ -22,7 +22,7 @@ the default ``sql_sample_temperature``, and scores the one whose result the most
 ``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links``,
 rag.data.valuelinks). Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
-(``sql_redraws = N``).
+(measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
 question; the adapter's layout since 2026-12-04) or ``@question-first`` (the layout before); without one, the
 adapter's layout of the day (records keep their variant's name, so a rerun reuses them). Choose on train and dev;
@@ -194,7 +194,6 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
 
     if not first.get("error"):
         return None
-    from rag.agent.dataroute import same_sql
     from rag.config import Settings
 
     start = time.perf_counter()
@@ -204,7 +203,7 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
     pred, stats = metered_call(predict, lm, **inputs)
     right, sql, error = sql_outcome(warehouse, pred.sql, item.meta["gold_result"], rows=50, timeout_s=5.0)
     repeated, drawn = sql == first["sql"], None
-    for seed in range(1, int(redraws or 0) + 1):  # ``:redrawN``: the agent's sql_redraws = N
+    for seed in range(1, int(redraws or 0) + 1):  # ``:redrawN``
         if not (sql and same_sql(sql, first["sql"])):
             break
         try:
@@ -383,6 +382,8 @@ def _with_correction(records: list[dict], variants: list[str], correct: str, aft
     which is ``after``'s first statement, the same way (McNemar, exact)."""
     from rag.stats.intervals import mcnemar
 
+    if not any("+vote" in v for v in variants):
+        return []
     first = {r["id"]: r for r in records if r["role"] == "sql" and r["variant"] == after}
     fixed = {r["id"]: bool(r["right"]) for r in records if r["role"] == "correct" and r["variant"] == correct}
     ids = [i for i, r in first.items() if not r.get("error") or i in fixed]
@@ -399,6 +400,11 @@ def _with_correction(records: list[dict], variants: list[str], correct: str, aft
         worse, better, p = mcnemar(base, got)
         lines.append(f"| {v} | {len(ids)} | {sum(base)} | {sum(got)} | {better} / {worse} | {p:.3f} |")
     return lines + [""]
+
+
+def same_sql(a: str, b: str) -> bool:
+    """Whether two statements are the same but for whitespace and case."""
+    return " ".join(a.split()).lower() == " ".join(b.split()).lower()
 
 
 def _corrections_paired(records: list[dict], corrections: list[str], after: str) -> list[str]:

@@ -178,14 +178,11 @@ class Settings:
     # sql_sample_temperature; the result most of those that run return is used (rag.agent.sqlvote); 1 = the greedy
     # statement alone. Each draft is one more model call
     sql_samples: int = 1
-    sql_sample_temperature: float = 0.7  # the temperature of the drafts after the first (sql_samples > 1) and of sql_redraws
+    sql_sample_temperature: float = 0.7  # the temperature of the drafts after the first (sql_samples > 1)
     # show the SQLWriter, beside the schema, the table values and record ids the question names, as the tables spell
     # them ("'Orchid Pharma GmbH' is a value of customers.name (its customer_id is 'CU005')"): rag.data.valuelinks,
     # no model call
     sql_links: bool = False
-    # a correction that writes the failed statement again is drawn again at sql_sample_temperature, seeds 1..N,
-    # until it differs (rag.agent.dataroute); 0 = the repeat stands. Each draw is one more model call, on failures only
-    sql_redraws: int = 0
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
@@ -291,7 +288,7 @@ class Settings:
             raise ConfigError(f"sql_samples must be between 1 (the greedy statement alone) and 8, got {self.sql_samples}")
         if not 0 < self.sql_sample_temperature <= 2:
             raise ConfigError(f"sql_sample_temperature must be above 0 and at most 2, got {self.sql_sample_temperature}")
-        for name, top in (("sql_corrections", 3), ("critic_retries", 3), ("sql_demos", 8), ("sql_redraws", 8)):
+        for name, top in (("sql_corrections", 3), ("critic_retries", 3), ("sql_demos", 8)):
             if not 0 <= getattr(self, name) <= top:
                 raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")
         if self.sql_rows < 1 or self.sql_timeout_s <= 0:

@@ -1086,36 +1086,3 @@ def test_sql_links_tell_the_writer_the_values_the_question_names(ops, checksum):
     assert f"told the values the question names (no model call): {line}" in pred.trace.of("sql")[0].notes
     assert pred.answer.startswith(str(open_claims(ops)))
     assert data_stages(index, load_settings({"index_dir": index.dir}))[0].links is None
-
-
-def test_a_correction_that_repeats_the_failed_statement_is_drawn_again_until_it_differs(ops, checksum):
-    """sql_redraws = 2: the correction writes the failed statement again (other spacing, other case), the first draw
-    at the temperature repeats it too, the second differs and its result is the evidence."""
-    index, _ = ops
-    failed = "SELECT count(*) FROM claims WHERE state = 'open'"
-    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": failed}, {"sql": failed.upper()}, {"sql": f"  {failed} "},
-                               {"sql": OPEN_CLAIMS}, {"answer": "Counted [sql:1].", "cited_ids": ["sql:1"]}]))
-    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), redraws=2, temperature=0.7)
-    start = len(GLOBAL_HISTORY)
-    pred = Sieve(retriever_for(ops), data=data)(question="How many claims are open?")
-    first, second = pred.trace.of("sql")
-    assert first.result is None and second.sql == OPEN_CLAIMS and second.result["rows"] == [[open_claims(ops)]]
-    assert "this one was drawn again at temperature 0.7, seed 2" in " ".join(second.notes)
-    configs = [e["kwargs"] for e in GLOBAL_HISTORY[start + 2:start + 5]]
-    assert [(c.get("temperature"), c.get("seed")) for c in configs] == [(None, None), (0.7, 1), (0.7, 2)]
-
-
-def test_when_every_draw_repeats_the_failed_statement_the_repeat_stands(ops, checksum):
-    index, _ = ops
-    failed = "SELECT count(*) FROM claims WHERE state = 'open'"
-    top = top_id(ops, "How many claims are open?")
-    dspy.configure(lm=DummyLM([ROUTE_DATA, {"sql": failed}, {"sql": failed}, {"sql": failed},
-                               {"reason": "the policy says", "relevant": True, "relevant_chunk_ids": [top]},
-                               {"answer": f"See the claims policy [{top}].", "cited_ids": [top]}]))
-    data = DataRoute(Warehouse(index.tables_path), schema_summary(index.tables_record), redraws=1)
-    pred = Sieve(retriever_for(ops), data=data)(question="How many claims are open?")
-    first, second = pred.trace.of("sql")
-    assert second.sql == failed and second.result is None
-    assert "the correction repeated the failed statement, and so did 1 more draw at temperature 0.7" in second.notes
-    assert data_stages(index, load_settings({"index_dir": index.dir, "sql_redraws": 3}))[0].redraws == 3
-    assert pred.citations == [top]

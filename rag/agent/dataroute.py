@@ -13,8 +13,7 @@ With ``sql_examples``, the writer is shown the labelled queries most like the qu
 ``sql_links``, the table values and record ids the question names, as the tables spell them (rag.data.valuelinks); with
 ``sql_output = "text"`` it writes the query as a ```sql block instead of a JSON string (rag.agent.sqltext). A
 refused or failing statement goes back to the writer with the guard's or DuckDB's one-line reason ``corrections``
-times (default once); after that the route reports that it found nothing usable. With ``sql_redraws``, a correction
-that writes the failed statement again is drawn again at ``sql_sample_temperature`` until it differs. Before that correction, a
+times (default once); after that the route reports that it found nothing usable. Before that correction, a
 statement DuckDB refuses for a mistake about where a column is (``T1.region`` when ``region`` is in ``T2``, a table
 never joined, a date written as a string) is fixed from the schema and run once more (rag.data.sqlrepair), with the
 fix noted in the trace. A result becomes a passage-like piece of evidence with the id ``sql:1``, so the answerer
@@ -52,7 +51,7 @@ class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
                  columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
                  text_sql: bool = False, reads_overruled: bool = False, samples: int = 1, temperature: float = 0.7,
-                 links: Any = None, redraws: int = 0):
+                 links: Any = None):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
@@ -69,9 +68,6 @@ class DataRoute(dspy.Module):
         # of them return is used (rag.agent.sqlvote); 1: the greedy statement alone
         self.samples, self.temperature = samples, temperature
         self.links = links  # rag.data.valuelinks.ValueLinks: the values the question names, shown beside the schema
-        # a correction that writes the failed statement again is drawn again at ``temperature``, seeds 1..redraws,
-        # until it differs; 0: the repeat stands
-        self.redraws = redraws
         self.choose = dspy.Predict(SourceRouter)
         self.write = dspy.Predict(SQLWriter)
 
@@ -109,7 +105,7 @@ class DataRoute(dspy.Module):
     def query(self, question: str, trace: Trace, call: Callable[..., Any], documents: Sequence[Any] = ()) -> list[Hit]:
         """The SQL evidence for ``question`` (one Hit, ``sql:1``), or [] when the tables gave nothing usable."""
         shown = documents_text(documents)
-        previous = tried = ""
+        previous = ""
         example_ids, demos = self.examples.similar(question) if self.examples is not None else ([], None)
         named = self.links.lines(question) if self.links is not None else []
         tables = self.schema + section(named)
@@ -136,9 +132,6 @@ class DataRoute(dspy.Module):
             if named:
                 step.notes.append(f"told the values the question names (no model call): {'; '.join(named)}")
             sql = step.sql = clean_sql(pred.sql)
-            if attempt and self.redraws and tried and same_sql(sql, tried):
-                sql = step.sql = self._redraw(sql, step, call, dict(question=question, tables=tables, documents=shown,
-                                                                    previous=previous, **({"demos": demos} if demos else {})))
             if not sql:
                 step.reason = "the SQL writer found no query over these tables that answers the question"
                 break
@@ -153,7 +146,7 @@ class DataRoute(dspy.Module):
             if result is None:
                 step.verdict = False
                 step.reason = f"{'guard' if isinstance(failed, SQLRejected) else 'duckdb'}: {_one_line(failed)}"
-                previous, tried = f"{sql}\nerror: {_one_line(failed)}", sql
+                previous = f"{sql}\nerror: {_one_line(failed)}"
                 continue
             step.verdict = True
             hit = evidence(result, 1)
@@ -199,30 +192,6 @@ class DataRoute(dspy.Module):
             step.sql = steps[chosen].sql
         return results[chosen] if chosen >= 0 else None
 
-    def _redraw(self, repeated: str, step: Step, call: Callable[..., Any], inputs: dict[str, Any]) -> str:
-        """A correction other than ``repeated`` (the failed statement, written again), drawn at ``temperature`` with
-        seeds 1..``redraws``; ``repeated`` when every draw repeats it too. ``step`` takes the draws' tokens and a note."""
-        for seed in range(1, self.redraws + 1):
-            try:
-                with writing(self.text_sql):
-                    pred, stats = call("answerer", self.write, [],
-                                       config={"temperature": self.temperature, "seed": seed}, **inputs)
-            except SieveError as exc:
-                if not isinstance(exc, DataError):
-                    raise
-                continue
-            except Exception:  # an output that could not be parsed: the next draw
-                continue
-            step.add_call(stats)
-            drawn = clean_sql(pred.sql)
-            if drawn and not same_sql(drawn, repeated):
-                step.notes.append(f"the correction repeated the failed statement; this one was drawn again at "
-                                  f"temperature {self.temperature:g}, seed {seed}")
-                return drawn
-        step.notes.append(f"the correction repeated the failed statement, and so did {self.redraws} more "
-                          f"draw{'s' if self.redraws != 1 else ''} at temperature {self.temperature:g}")
-        return repeated
-
     def _run(self, sql: str, step: Step) -> Any:
         """Run ``sql``; when it fails, once more as rag.data.sqlrepair fixes it from the schema (a column moved to
         the table that has it, a missing join, a date literal), noted in the step. Raises the first error when
@@ -250,11 +219,6 @@ def parse_route(value: Any) -> str:
 def clean_sql(text: Any) -> str:
     """The writer's statement without a Markdown code fence around it."""
     return _FENCE.sub("", str(text or "").strip()).strip()
-
-
-def same_sql(a: str, b: str) -> bool:
-    """Whether two statements are the same but for whitespace and case."""
-    return " ".join(a.split()).lower() == " ".join(b.split()).lower()
 
 
 def documents_text(documents: Sequence[Any]) -> str:

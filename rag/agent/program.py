@@ -100,8 +100,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
                          temperature=settings.sql_sample_temperature,
-                         links=ValueLinks.from_record(record, warehouse, vocab.column_values) if settings.sql_links else None,
-                         redraws=settings.sql_redraws)
+                         links=ValueLinks.from_record(record, warehouse, vocab.column_values) if settings.sql_links else None)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)
