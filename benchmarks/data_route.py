@@ -19,8 +19,8 @@ statement through the guard against the gold rows (what ``rag eval`` calls SQL e
 writer reads its gold passages. ``@text`` has the writer answer with a ```sql block instead of JSON (the agent's
 ``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
 the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
-``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links``,
-rag.data.valuelinks). Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
+``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links =
+"values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``). Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
 (measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
@@ -228,7 +228,8 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
 
     if role == "router":
         return _route_one(variant, predict, item, schema, lm)
-    named = links.lines(item.question) if links is not None and "+links" in variant else []
+    named = [] if links is None else links["values"].lines(item.question) if "+links" in variant else \
+        links["names"].lines(item.question) if "+names" in variant else []
     schema += section(named)
     gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
     hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
@@ -300,11 +301,13 @@ def main() -> None:
         file, _, shown_splits = args.examples.rpartition(":")
         examples = SQLExamples.from_file(file, shown_splits.split(","), index.query_encoder.encode, k=3)
     links = None
-    if "+links" in args.sql + args.correct:
+    if "+links" in args.sql + args.correct or "+names" in args.sql + args.correct:
         from rag.data.schemalink import column_values
         from rag.data.valuelinks import ValueLinks
 
-        links = ValueLinks.from_record(index.tables_record, warehouse, column_values(index.tables_record, warehouse))
+        values = column_values(index.tables_record, warehouse)
+        links = {kind: ValueLinks.from_record(index.tables_record, warehouse, values, names_only=kind == "names")
+                 for kind in ("values", "names")}
     drilled = None
     if "+drills" in args.sql:
         from rag.data.drills import Drills

@@ -43,6 +43,7 @@ DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(de
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
 SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
+SQL_LINKS = ("off", "names", "values")  # rag.data.valuelinks
 CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "empty", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
@@ -179,10 +180,10 @@ class Settings:
     # statement alone. Each draft is one more model call
     sql_samples: int = 1
     sql_sample_temperature: float = 0.7  # the temperature of the drafts after the first (sql_samples > 1)
-    # show the SQLWriter, beside the schema, the table values and record ids the question names, as the tables spell
-    # them ("'Orchid Pharma GmbH' is a value of customers.name (its customer_id is 'CU005')"): rag.data.valuelinks,
-    # no model call
-    sql_links: bool = False
+    # show the SQLWriter, beside the schema, what the question names as the tables spell it (rag.data.valuelinks, no
+    # model call): "names" = the names of records and places and the record ids ("'Orchid Pharma GmbH' is a value of
+    # customers.name (its customer_id is 'CU005')"); "values" = those and every category value ("'express'"); "off"
+    sql_links: str = "off"
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
@@ -273,6 +274,8 @@ class Settings:
         if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
             raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
                               f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters+records+fill\"")
+        if self.sql_links not in SQL_LINKS:
+            raise ConfigError(f"sql_links={self.sql_links!r} is not allowed; use one of: {', '.join(SQL_LINKS)}")
         if self.sql_output not in SQL_OUTPUTS:
             raise ConfigError(f"sql_output={self.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
         if self.router not in ROUTERS:

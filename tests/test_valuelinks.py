@@ -72,3 +72,12 @@ def test_the_lines_are_bounded_and_the_section_heads_them(tables):
     assert len(found) == 2 and found[0] == "'open' is a value of claims.status"
     assert section(found).splitlines()[3:] == [f"  {line}" for line in found]
     assert section(found).startswith("\n\nTHE QUESTION NAMES")
+
+
+def test_names_only_tells_names_and_ids_and_no_category(tables):
+    record, warehouse = tables
+    names = ValueLinks.from_record(record, warehouse, column_values(record, warehouse), names_only=True)
+    name, key = warehouse.run("SELECT name, customer_id FROM customers ORDER BY customer_id LIMIT 1").rows[0]
+    claim = one(warehouse, "SELECT claim_id FROM claims ORDER BY claim_id LIMIT 1")
+    assert names.lines(f"How many open claims on express shipments did {name} file, and why {claim}?") == [
+        f"'{name}' is a value of customers.name (its customer_id is '{key}')", f"'{claim}' is claims.claim_id"]

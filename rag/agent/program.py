@@ -100,7 +100,8 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
                          temperature=settings.sql_sample_temperature,
-                         links=ValueLinks.from_record(record, warehouse, vocab.column_values) if settings.sql_links else None)
+                         links=ValueLinks.from_record(record, warehouse, vocab.column_values, names_only=settings.sql_links == "names")
+                         if settings.sql_links != "off" else None)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)

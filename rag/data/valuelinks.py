@@ -15,7 +15,9 @@ A value matches as whole words, any case; the longest match wins where matches o
 with NAMES_FROM or more values) comes with its row's key when its table has one (its first column, named ``...id``)
 and exactly one row holds it. An id-shaped word is looked up in each column whose examples have its shape, and
 named by the key column that holds it, else by every column that does. Lookups go through the warehouse's guard.
-At most ``limit`` lines (LINKS default); ``sql_links`` turns it on (rag.agent.program).
+At most ``limit`` lines (LINKS default). ``sql_links = "values"`` tells all of these; ``"names"`` only the names (a
+value of a column with NAMES_FROM or more values: a customer, a carrier, a city) and the ids, not the categories
+("express", "open"), whose lines measured mixed (benchmarks/results/sql_links_stage2.md).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class ValueLinks:
     keys: dict[str, str] = field(default_factory=dict)  # table -> its key column
     shapes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # id shape -> [(table, column)]
     limit: int = LINKS
+    names_only: bool = False  # only names (a value of a column with NAMES_FROM or more values) and ids, no categories
 
     def __post_init__(self) -> None:
         # each value as the question's words would spell it -> (the value as stored, the columns holding it)
@@ -50,7 +53,7 @@ class ValueLinks:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], warehouse: Any, values: dict[str, list[str]],
-                    limit: int = LINKS) -> ValueLinks:
+                    limit: int = LINKS, names_only: bool = False) -> ValueLinks:
         """From a tables record (its columns' examples give the id shapes and keys) and the columns' values."""
         keys, shapes = {}, {}
         for table in record.get("tables") or []:
@@ -60,7 +63,7 @@ class ValueLinks:
             for col in columns:
                 for shape in {s for s in map(id_shape, col.get("examples") or []) if s}:
                     shapes.setdefault(shape, []).append((table["name"], col["name"]))
-        return cls(warehouse, values, keys, shapes, limit)
+        return cls(warehouse, values, keys, shapes, limit, names_only)
 
     def lines(self, question: str) -> list[str]:
         """One line per value or id ``question`` names (module docstring), in the question's order."""
@@ -69,6 +72,8 @@ class ValueLinks:
         for start, end, columns, value in self._values(toks):
             if any(s < end and start < e for s, e, _ in found):
                 continue  # inside a longer match
+            if self.names_only and all(len(self.values[c]) < NAMES_FROM for c in columns):
+                continue  # a category ("express", "open"): told only with sql_links = "values"
             found.append((start, end, self._value_line(value, columns)))
         for i, tok in enumerate(toks):
             if any(s <= i < e for s, e, _ in found) or (shape := id_shape(tok)) not in self.shapes:
