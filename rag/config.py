@@ -183,7 +183,7 @@ class Settings:
     # show the SQLWriter, beside the schema, what the question names as the tables spell it (rag.data.valuelinks, no
     # model call): "names" = the names of records and places and the record ids ("'Orchid Pharma GmbH' is a value of
     # customers.name (its customer_id is 'CU005')"); "values" = those and every category value ("'express'"); "off"
-    sql_links: str = "off"
+    sql_links: str = "names"
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

@@ -1077,7 +1077,7 @@ def test_linked_drills_join_on_the_name_the_question_gives(ops, checksum):
 
 def test_sql_links_tell_the_writer_the_values_the_question_names(ops, checksum):
     """sql_links = "values": the writer reads, beside the schema, the value the question names and its column, and
-    the sql step says so; "names" tells no category; off by default."""
+    the sql step says so; "names", the default, tells no category; "off" tells nothing."""
     index, _ = ops
     data, critic = data_stages(index, load_settings({"index_dir": index.dir, "sql_links": "values"}))
     pred, writer_prompt = _ask_open_claims(ops, data, critic)
@@ -1085,8 +1085,8 @@ def test_sql_links_tell_the_writer_the_values_the_question_names(ops, checksum):
     assert f"THE QUESTION NAMES (as the tables spell them):\\n  {line}" in writer_prompt
     assert f"told the values the question names (no model call): {line}" in pred.trace.of("sql")[0].notes
     assert pred.answer.startswith(str(open_claims(ops)))
-    assert data_stages(index, load_settings({"index_dir": index.dir}))[0].links is None
-    names = data_stages(index, load_settings({"index_dir": index.dir, "sql_links": "names"}))[0].links
+    assert data_stages(index, load_settings({"index_dir": index.dir, "sql_links": "off"}))[0].links is None
+    names = data_stages(index, load_settings({"index_dir": index.dir}))[0].links
     assert names.names_only and names.lines("How many claims are open?") == []
     from rag.errors import ConfigError
 
