@@ -131,6 +131,12 @@ def terms(text: str) -> set[tuple[str, str]]:
     return {(root(a), root(b)) for a, b in zip(toks, toks[1:]) if _content(a) and _content(b)}
 
 
+def value_words(text: str) -> tuple[str, ...]:
+    """A text value as the words a question would name it by; () for one that names nothing (a number, a flag)."""
+    toks = tuple(words(text))
+    return toks if toks and not all(t.isdigit() for t in toks) and toks not in {("true",), ("false",)} else ()
+
+
 def id_shape(value: str) -> str | None:
     """``CL0004`` -> ``cl9999``-like shape (letters kept, digits as 9), for values that mix letters and digits."""
     v = str(value).strip().lower()
@@ -176,8 +182,7 @@ class Vocabulary:
                 vocab.ids |= {s for s in map(id_shape, col.get("examples", [])) if s}
         for texts in (values or {}).values():
             for text in texts:
-                toks = tuple(words(text))
-                if toks and not all(t.isdigit() for t in toks) and toks not in {("true",), ("false",)}:
+                if toks := value_words(text):
                     vocab.values.add(toks)
                     if len(texts) >= NAMES_FROM:
                         vocab.names.add(toks)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import NAMES_FROM, id_shape, words
+from rag.data.schemalink import NAMES_FROM, id_shape, value_words, words
 from rag.errors import DataError
 
 LINKS = 8  # lines at most: the values a question names are few; more would crowd the schema
@@ -46,9 +46,8 @@ class ValueLinks:
         self._spelled: dict[tuple[str, ...], tuple[str, list[str]]] = {}
         for column, texts in self.values.items():
             for text in texts:
-                key = tuple(words(text))
-                if key and not all(t.isdigit() for t in key) and key not in {("true",), ("false",)} \
-                        and id_shape(text) is None:  # an id is looked up by its shape, in the column it keys
+                # an id is looked up by its shape, in the column it keys
+                if (key := value_words(text)) and id_shape(text) is None:
                     self._spelled.setdefault(key, (text, []))[1].append(column)
 
     @classmethod
