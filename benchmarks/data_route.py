@@ -20,7 +20,9 @@ writer reads its gold passages. ``@text`` has the writer answer with a ```sql bl
 ``sql_output = "text"``, rag.agent.sqltext). ``+voteN`` drafts N statements, the first greedy and the others at
 the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
 ``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links =
-"values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``). Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
+"values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``), ``+names+short`` also
+a name said by its leading words ("Birch Foods", ``short_names``, rag.data.shortnames); the router's ``cues+short``
+links those too. Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
 (measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
@@ -108,7 +110,7 @@ def _route_one(variant: str, predict, item, schema: str, lm) -> dict:
     from rag.usage.metering import metered_call
 
     start = time.perf_counter()
-    if variant == "cues":  # predict is the Vocabulary: no model call
+    if variant.startswith("cues"):  # predict is the Vocabulary: no model call
         cues = read_cues(item.question, predict)
         return {"role": "router", "variant": variant, "id": item.id, "split": item.split, "gold": item.meta["route"],
                 "got": cues.route, "right": cues.route == item.meta["route"], "reason": cues.reason,
@@ -229,6 +231,7 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
     if role == "router":
         return _route_one(variant, predict, item, schema, lm)
     named = [] if links is None else links["values"].lines(item.question) if "+links" in variant else \
+        links["short"].lines(item.question) if "+names+short" in variant else \
         links["names"].lines(item.question) if "+names" in variant else []
     schema += section(named)
     gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
@@ -303,11 +306,14 @@ def main() -> None:
     links = None
     if "+links" in args.sql + args.correct or "+names" in args.sql + args.correct:
         from rag.data.schemalink import column_values
+        from rag.data.shortnames import ShortNames
         from rag.data.valuelinks import ValueLinks
 
         values = column_values(index.tables_record, warehouse)
-        links = {kind: ValueLinks.from_record(index.tables_record, warehouse, values, names_only=kind == "names")
-                 for kind in ("values", "names")}
+        links = {kind: ValueLinks.from_record(index.tables_record, warehouse, values, names_only=kind != "values",
+                                              short=ShortNames.from_record(index.tables_record, values)
+                                              if kind == "short" else None)
+                 for kind in ("values", "names", "short")}
     drilled = None
     if "+drills" in args.sql:
         from rag.data.drills import Drills
@@ -322,10 +328,10 @@ def main() -> None:
     jobs = [("router", v) for v in args.router.split(",") if v] + [("sql", v) for v in args.sql.split(",") if v]
     jobs += [("correct", v) for v in args.correct.split(",") if v]
     for role, variant in jobs:
-        if role == "router" and variant == "cues":
+        if role == "router" and variant.startswith("cues"):
             from rag.data.schemalink import Vocabulary
 
-            predict = Vocabulary.for_index(index, warehouse)
+            predict = Vocabulary.for_index(index, warehouse, short_names="+short" in variant)
         elif role == "router":
             predict = _router(variant, demos["choose"])
         else:  # the SQL writer, first statement or correction
@@ -339,7 +345,7 @@ def main() -> None:
             todo = [i for i in todo if (done.get(("sql", args.correct_after, i.id)) or {}).get("error")]
         for n, item in enumerate(todo, 1):
             key = (role, variant, item.id)
-            if key not in done or variant == "cues":  # the cues are read again: they take microseconds
+            if key not in done or variant.startswith("cues"):  # the cues are read again: they take microseconds
                 with _layout(variant):
                     rec = _run(role, variant, predict, item, schema, index, warehouse, lm,
                                done.get(("sql", args.correct_after, item.id)),

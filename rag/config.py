@@ -184,6 +184,10 @@ class Settings:
     # model call): "names" = the names of records and places and the record ids ("'Orchid Pharma GmbH' is a value of
     # customers.name (its customer_id is 'CU005')"); "values" = those and every category value ("'express'"); "off"
     sql_links: str = "names"
+    # a customer or carrier said by the leading words of its name ("Birch Foods" for 'Birch Foods S.p.A.', "Bluefin"
+    # written capitalised) links to it when no other value starts with them: the value links above give the stored
+    # name and its key, and the cue router counts it as naming a record (rag.data.shortnames); false = whole names only
+    short_names: bool = False
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

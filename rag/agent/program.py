@@ -79,7 +79,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
         from rag.data.valuelinks import ValueLinks
 
         warehouse = Warehouse(path)
-        vocab = Vocabulary.for_index(index, warehouse)
+        vocab = Vocabulary.for_index(index, warehouse, short_names=settings.short_names)
         cues = vocab if settings.router == "cues" else None
         learned = examples = None
         if settings.router == "learned":
@@ -100,7 +100,8 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
                          temperature=settings.sql_sample_temperature,
-                         links=ValueLinks.from_record(record, warehouse, vocab.column_values, names_only=settings.sql_links == "names")
+                         links=ValueLinks.from_record(record, warehouse, vocab.column_values,
+                                                      names_only=settings.sql_links == "names", short=vocab.short)
                          if settings.sql_links != "off" else None)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)

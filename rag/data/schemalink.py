@@ -159,13 +159,18 @@ class Vocabulary:
     doc_terms: set[tuple[str, str]] = field(default_factory=set)  # terms found in the documents
     # per "table.column", its distinct text values as stored (column_values), for rag.data.valuelinks
     column_values: dict[str, list[str]] = field(default_factory=dict)
+    short: Any = None  # rag.data.shortnames.ShortNames: names said by their leading words ("Birch Foods"); None: off
 
     @classmethod
     def from_record(cls, record: dict[str, Any], values: dict[str, list[str]] | None = None,
-                    documents: Iterable[str] = ()) -> Vocabulary:
+                    documents: Iterable[str] = (), short_names: bool = False) -> Vocabulary:
         """From a tables record (rag.data.build_database), per ``table.column`` its distinct text values, and the
-        documents' texts."""
+        documents' texts; with ``short_names``, a name said by its leading words links too (rag.data.shortnames)."""
         vocab = cls(column_values=dict(values or {}))
+        if short_names:
+            from rag.data.shortnames import ShortNames
+
+            vocab.short = ShortNames.from_record(record, vocab.column_values)
         for table in record.get("tables") or []:
             vocab.tables |= {stem(w) for w in words(table["name"]) if w not in UNITS}
             vocab.tables |= {stem(words(a)[-1]) for a in table.get("aliases") or [] if words(a)}  # "haulage firm": firm
@@ -197,14 +202,15 @@ class Vocabulary:
         return vocab
 
     @classmethod
-    def from_warehouse(cls, record: dict[str, Any], warehouse: Any, documents: Iterable[str] = ()) -> Vocabulary:
+    def from_warehouse(cls, record: dict[str, Any], warehouse: Any, documents: Iterable[str] = (),
+                       short_names: bool = False) -> Vocabulary:
         """From the record, the text values the warehouse holds (:func:`column_values`) and the documents' texts."""
-        return cls.from_record(record, column_values(record, warehouse), documents)
+        return cls.from_record(record, column_values(record, warehouse), documents, short_names)
 
     @classmethod
-    def for_index(cls, index: Any, warehouse: Any) -> Vocabulary:
+    def for_index(cls, index: Any, warehouse: Any, short_names: bool = False) -> Vocabulary:
         """The vocabulary of an index with tables: its tables record, the warehouse's values and its passages."""
-        return cls.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks))
+        return cls.from_warehouse(index.tables_record, warehouse, (c.text for c in index.chunks), short_names)
 
     def explains(self, word: str) -> bool:
         """Whether ``word`` is one of the tables' own words: a table, a column, a word of a text value, or a word
@@ -241,6 +247,9 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     stems = [stem(t) for t in toks]
     starts = _sentence_starts(question, toks)
     linked = _linked(toks, stems, vocab)
+    for start, end, _, _ in vocab.short.spans(question) if vocab.short is not None else ():  # "Birch Foods"
+        if not any(j in linked for j in range(start, end)):
+            linked.update({j: "name" for j in range(start, end)})
     nouns = {i for i, s in enumerate(stems) if s in vocab.tables or s in vocab.columns}
     strong, weak = _rows(toks, stems, starts, nouns, linked, vocab)
     rule = _rule(toks, linked, vocab)

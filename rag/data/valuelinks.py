@@ -40,6 +40,7 @@ class ValueLinks:
     shapes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # id shape -> [(table, column)]
     limit: int = LINKS
     names_only: bool = False  # only names (a value of a column with NAMES_FROM or more values) and ids, no categories
+    short: Any = None  # rag.data.shortnames.ShortNames: a name said by its leading words links too; None: off
 
     def __post_init__(self) -> None:
         # each value as the question's words would spell it -> (the value as stored, the columns holding it)
@@ -52,8 +53,9 @@ class ValueLinks:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], warehouse: Any, values: dict[str, list[str]],
-                    limit: int = LINKS, names_only: bool = False) -> ValueLinks:
-        """From a tables record (its columns' examples give the id shapes and keys) and the columns' values."""
+                    limit: int = LINKS, names_only: bool = False, short: Any = None) -> ValueLinks:
+        """From a tables record (its columns' examples give the id shapes and keys) and the columns' values; ``short``
+        (rag.data.shortnames.ShortNames) links a name said by its leading words ("Birch Foods") too."""
         keys, shapes = {}, {}
         for table in record.get("tables") or []:
             columns = table.get("columns") or []
@@ -62,13 +64,13 @@ class ValueLinks:
             for col in columns:
                 for shape in {s for s in map(id_shape, col.get("examples") or []) if s}:
                     shapes.setdefault(shape, []).append((table["name"], col["name"]))
-        return cls(warehouse, values, keys, shapes, limit, names_only)
+        return cls(warehouse, values, keys, shapes, limit, names_only, short)
 
     def lines(self, question: str) -> list[str]:
         """One line per value or id ``question`` names (module docstring), in the question's order."""
         toks = words(question)
         found: list[tuple[int, int, str]] = []  # (start, end, line)
-        for start, end, columns, value in self._values(toks):
+        for start, end, columns, value in self._values(toks, question):
             if any(s < end and start < e for s, e, _ in found):
                 continue  # inside a longer match
             if self.names_only and all(len(self.values[c]) < NAMES_FROM for c in columns):
@@ -81,12 +83,15 @@ class ValueLinks:
                 found.append((i, i + 1, line))
         return list(dict.fromkeys(line for _, _, line in sorted(found)))[: self.limit]  # a value named twice: once
 
-    def _values(self, toks: list[str]) -> list[tuple[int, int, list[str], str]]:
-        """(start, end, columns, value) per place a value occurs in ``toks``, longest first."""
+    def _values(self, toks: list[str], question: str) -> list[tuple[int, int, list[str], str]]:
+        """(start, end, columns, value) per place a value, or a name by its leading words, occurs in ``toks``
+        (the words of ``question``), longest first."""
         hits = []
         for key, (text, columns) in self._spelled.items():
             n = len(key)
             hits += [(i, i + n, columns, text) for i in range(len(toks) - n + 1) if tuple(toks[i:i + n]) == key]
+        if self.short is not None:
+            hits += [(start, end, columns, text) for start, end, text, columns in self.short.spans(question)]
         return sorted(hits, key=lambda h: (h[0] - h[1], h[0]))
 
     def _value_line(self, value: str, columns: list[str]) -> str:
