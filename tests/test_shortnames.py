@@ -69,3 +69,16 @@ def test_the_cue_router_counts_a_short_name_as_naming_a_record(tables):
     assert read_cues(question, Vocabulary.from_record(record, values)).route == "docs"
     cues = read_cues(question, Vocabulary.from_record(record, values, short_names=True))
     assert cues.route == "data" and head.lower() in cues.reason
+
+
+def test_a_short_name_ending_in_a_category_word_still_names_a_record(tables):
+    """"Alder Chemicals": "chemicals" is also a customer segment; the name wins over the category, as for the whole
+    name."""
+    record, _, values, _ = tables
+    vocab = Vocabulary.from_record(record, values, short_names=True)
+    segment_named = [(k, v) for k, v in sorted(vocab.short.forms.items())
+                     if len(k) == 2 and v[1] == ["customers.name"] and (k[1],) in vocab.values]
+    assert segment_named, "the demo has customers named after their segment"
+    (head, _), = segment_named[:1]
+    cues = read_cues(f"What credit limit and payment terms has {' '.join(w.capitalize() for w in head)} got?", vocab)
+    assert cues.route == "data" and " ".join(head) in cues.reason

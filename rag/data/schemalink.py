@@ -247,8 +247,8 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     stems = [stem(t) for t in toks]
     starts = _sentence_starts(question, toks)
     linked = _linked(toks, stems, vocab)
-    for start, end, _, _ in vocab.short.spans(question) if vocab.short is not None else ():  # "Birch Foods"
-        if not any(j in linked for j in range(start, end)):
+    for start, end, _, _ in vocab.short.spans(question) if vocab.short is not None else ():  # "Birch Foods", and
+        if not any(linked.get(j) == "name" for j in range(start, end)):  # "Alder Chemicals" over the segment's value
             linked.update({j: "name" for j in range(start, end)})
     nouns = {i for i, s in enumerate(stems) if s in vocab.tables or s in vocab.columns}
     strong, weak = _rows(toks, stems, starts, nouns, linked, vocab)
