@@ -187,7 +187,7 @@ class Settings:
     # a customer or carrier said by the leading words of its name ("Birch Foods" for 'Birch Foods S.p.A.', "Bluefin"
     # written capitalised) links to it when no other value starts with them: the value links above give the stored
     # name and its key, and the cue router counts it as naming a record (rag.data.shortnames); false = whole names only
-    short_names: bool = False
+    short_names: bool = True
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"
