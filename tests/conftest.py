@@ -87,3 +87,15 @@ def user(tmp_path, monkeypatch):
     u.mkdir()
     monkeypatch.chdir(u)
     return u
+
+
+@pytest.fixture(scope="session")
+def ops_tables(tmp_path_factory):
+    """The ops demo's real tables (`rag demo ops`, seed 7) in a DuckDB file: (its tables record, a Warehouse on it)."""
+    from rag.data import Warehouse, build_database, discover_tables, write_ops_demo
+
+    root = tmp_path_factory.mktemp("ops-tables")
+    write_ops_demo(root / "demo")
+    record = build_database(discover_tables(root / "demo" / "corpus" / "data"), root / "tables.duckdb")
+    with Warehouse(root / "tables.duckdb") as warehouse:
+        yield record, warehouse

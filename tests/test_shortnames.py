@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from rag.data import Warehouse, build_database, discover_tables, write_ops_demo
 from rag.data.schemalink import Vocabulary, column_values, read_cues
 from rag.data.shortnames import ShortNames
 from rag.data.valuelinks import ValueLinks
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
-    root = tmp_path_factory.mktemp("short")
-    write_ops_demo(root / "demo")
-    record = build_database(discover_tables(root / "demo" / "corpus" / "data"), root / "tables.duckdb")
-    with Warehouse(root / "tables.duckdb") as warehouse:
-        values = column_values(record, warehouse)
-        yield record, warehouse, values, ShortNames.from_record(record, values)
+def tables(ops_tables):
+    record, warehouse = ops_tables
+    values = column_values(record, warehouse)
+    return record, warehouse, values, ShortNames.from_record(record, values)
 
 
 def unique_prefix(names: list[str], n: int) -> tuple[str, str]:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rag.data import Warehouse, build_database, discover_tables, write_ops_demo
 from rag.data.schemalink import column_values
 from rag.data.valuelinks import ValueLinks, section
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
-    root = tmp_path_factory.mktemp("links")
-    write_ops_demo(root / "demo")
-    record = build_database(discover_tables(root / "demo" / "corpus" / "data"), root / "tables.duckdb")
-    with Warehouse(root / "tables.duckdb") as warehouse:
-        yield record, warehouse
+def tables(ops_tables):
+    return ops_tables
 
 
 @pytest.fixture(scope="module")
