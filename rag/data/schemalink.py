@@ -3,7 +3,8 @@
 A question goes to the tables when it asks for something computed from rows of a table it names: a count ("how
 many open claims"), a total, average or share ("the average weight of express shipments"), a top few ("which
 carrier handled the most shipments"), a list ("which customers are key accounts", "are there any open claims"),
-or a value of a record it names ("the credit limit of Redwood Beverages B.V.", "claim CL0004"). Tables are named
+or a value of a record it names ("the credit limit of Redwood Beverages B.V.", "claim CL0004"; a name said by its
+leading words, "Redwood Beverages", with ``short_names``: rag.data.shortnames). Tables are named
 by their own words: table and column names, the words a column's description names it with ("Base freight charge in
 euros" for ``freight_eur``, up to its first comma or bracket; not a true/false column's, whose description is its
 condition), an id column's everyday name ("shipment number"), the values of their text columns (a city, a status, a
