@@ -196,8 +196,8 @@ class Settings:
     # question or the evidence it cites (else written again); "citations" = no citation stands where a value
     # belongs ("the limit is [sql:1]"; else flagged at once); "columns" = the query the answer cites returns a column
     # the question asks about (not "the driver" read from carriers.name; else flagged at once); "filters" = that
-    # query keeps rows only by values the question or the passages mention (not service_level = 'express' for "a
-    # temperature-controlled trailer"; else flagged at once); "counts" = a "how many X" answered by a bare row count
+    # query keeps rows only by values the question or the passages mention, or the value links told the writer (not
+    # service_level = 'express' for "a temperature-controlled trailer"; else flagged at once); "counts" = a "how many X" answered by a bare row count
     # reads a table that records X (not "how many pallets" as COUNT(*) of a shipment; else flagged at once; off by
     # default); "records" = an answer to a question naming a record ("CL0036") or routed to the data alone cites a
     # query result with a row (else flagged at once); "empty" = the query run for the question found something: a

@@ -720,6 +720,21 @@ def test_coverage_finds_a_filter_by_a_value_nobody_gave(coverage):
     assert coverage.invented("Who drove S00004?", "SELEC name FROM") == []
 
 
+def test_a_value_the_links_told_the_writer_is_not_invented(coverage):
+    """The key the value links gave for a customer the question names ('CU054' for Kite Foods NV) is given, not made
+    up; any other id still is."""
+    from rag.data.valuelinks import told_values
+
+    told = told_values(["'Kite Foods NV' is a value of customers.name (its customer_id is 'CU054')",
+                        "'O''Brien Parts' is a value of customers.name"])
+    assert told == ["Kite Foods NV", "CU054", "O'Brien Parts"]
+    sql = "SELECT COUNT(*) FROM shipments WHERE customer_id = 'CU054'"
+    question = "How many shipments did Kite Foods send in 2024?"
+    assert coverage.invented(question, sql) == ["customer_id = 'CU054'"]
+    assert coverage.invented(question, sql, told=told) == []
+    assert coverage.invented(question, sql.replace("CU054", "CU001"), told=told) == ["customer_id = 'CU001'"]
+
+
 def test_coverage_finds_a_count_of_something_no_table_records(coverage):
     from rag.data.coverage import Coverage, counted
 
@@ -1109,3 +1124,26 @@ def test_short_names_are_on_by_default_for_the_links_and_the_router(ops):
     assert line.startswith(f"'{name}' is a value of customers.name (its customer_id is 'CU")
     assert off.links.lines(question) == [] and off.cues.short is None
     assert read_cues(question, on.cues).route == "data" and read_cues(question, off.cues).route == "docs"
+
+
+def test_an_answer_resting_on_the_key_the_links_told_is_not_flagged_for_it(ops):
+    """The writer filters on the key the value links gave for a customer named short; the result carries what was
+    told, and the critic's filters check counts it as given: the right count comes back unflagged."""
+    from rag.retrieval.retriever import Retriever
+
+    index, _ = ops
+    data, critic = data_stages(index, load_settings({"index_dir": index.dir}))
+    head, (name, _) = next((k, v) for k, v in sorted(data.cues.short.forms.items())
+                           if len(k) == 2 and v[1] == ["customers.name"])
+    with Warehouse(index.tables_path) as w:
+        key, n = w.run(f"SELECT c.customer_id, COUNT(*) FROM customers c JOIN shipments s USING (customer_id) "
+                       f"WHERE c.name = '{name}' GROUP BY 1").rows[0]
+    sql = f"SELECT COUNT(*) FROM shipments WHERE customer_id = '{key}'"
+    dspy.configure(lm=DummyLM([{"sql": sql}, {"answer": f"{n} shipments [sql:1].", "cited_ids": ["sql:1"]}]))
+    short = " ".join(w.capitalize() for w in head)
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(
+        question=f"How many shipments did {short} send?")
+    [sql_step] = pred.trace.of("sql")
+    assert f"'{name}' is a value of customers.name (its customer_id is '{key}')" in " ".join(sql_step.notes)
+    assert pred.answer.startswith(str(n)) and not getattr(pred, "low_confidence", False)
+    assert critic.coverage.invented(f"How many shipments did {short} send?", sql) == [f"customer_id = '{key}'"]

@@ -27,7 +27,8 @@ Nine checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   Baltic Line Transport", from ``carriers.name``). Flagged at once, like a hollow citation: written again, the
   answer could only restate the same result.
 - ``filters`` (no model call): the query the answer cites keeps rows only by values the question or the passages
-  shown beside it mention (rag.data.coverage, :meth:`Critic.off_target`). Asked for what no column records ("a
+  shown beside it mention, or that the value links told the SQL writer for it (the key of a customer the question
+  names, ``'CU054'``; rag.data.valuelinks) (rag.data.coverage, :meth:`Critic.off_target`). Asked for what no column records ("a
   temperature-controlled trailer"), the writer also invents a condition on a column there is
   (``service_level = 'express' AND hazardous = TRUE``), and the answer reports the count of another question.
   Flagged at once, like the columns check.
@@ -158,9 +159,10 @@ class Critic(dspy.Module):
         (``filters``); only over an index with tables (module docstring)."""
         if not self.checks & {"columns", "filters", "counts"} or self.coverage is None:
             return None
-        queries = [h.meta["sql"] for h in hits if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
+        queries = [(h.meta["sql"], h.meta.get("told") or []) for h in hits
+                   if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
         passages = " ".join(h.text for h in hits if not (getattr(h, "meta", None) or {}).get("sql"))
-        found = [self._misread(question, sql, passages) for sql in queries]
+        found = [self._misread(question, sql, passages, told) for sql, told in queries]
         if not found or not all(found):
             return None
         step = trace.add(Step(node="critique", query=question))
@@ -204,13 +206,14 @@ class Critic(dspy.Module):
                        "tables may not record what it asks, or the query's conditions match no row")
         return step.reason
 
-    def _misread(self, question: str, sql: str, passages: str) -> list[tuple[str, str]]:
-        """What ``sql`` does that ``question`` did not ask for, as (check, reason); [] when nothing."""
+    def _misread(self, question: str, sql: str, passages: str, told: list[str]) -> list[tuple[str, str]]:
+        """What ``sql`` does that ``question`` did not ask for, as (check, reason); [] when nothing. ``told``: the
+        values the value links gave the writer for this question (the key of a customer it names), as given."""
         reasons = []
         if "columns" in self.checks and (columns := self.coverage.unasked(question, sql)):
             reasons.append(("columns", f"the query it rests on returns {'; '.join(columns)}, and the question asks "
                                        "about none of these: the tables may not record what it asks"))
-        if "filters" in self.checks and (conditions := self.coverage.invented(question, sql, passages)):
+        if "filters" in self.checks and (conditions := self.coverage.invented(question, sql, passages, told)):
             reasons.append(("filters", f"the query it rests on keeps only rows where {' and '.join(conditions)}, "
                                        "which neither the question nor the passages mention: it may answer another "
                                        "question"))

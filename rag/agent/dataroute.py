@@ -37,7 +37,7 @@ from rag.agent.sqlvote import agreed
 from rag.agent.trace import Step, Trace
 from rag.data.schemalink import read_cues
 from rag.data.sqlrepair import repair_sql
-from rag.data.valuelinks import section
+from rag.data.valuelinks import section, told_values
 from rag.errors import DataError, SieveError, SQLRejected
 from rag.retrieval.retriever import Hit
 from signatures import SourceRouter, SQLWriter
@@ -150,6 +150,8 @@ class DataRoute(dspy.Module):
                 continue
             step.verdict = True
             hit = evidence(result, 1)
+            if named:  # what the links told the writer: the critic's filters check counts them as given
+                hit.meta["told"] = told_values(named)
             step.result = {"id": hit.chunk_id, **result.to_dict(), "text": result.as_text()}
             step.chosen_ids = [hit.chunk_id]
             return [hit]

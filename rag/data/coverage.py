@@ -128,10 +128,12 @@ class Coverage:
         """The words of ``question`` that name a record by an id of the tables' shape ("CL0036"), as written."""
         return list(dict.fromkeys(w for w in re.findall(r"[\w-]+", question) if id_shape(w) in self.ids))
 
-    def invented(self, question: str, sql: str, passages: str = "") -> list[str]:
+    def invented(self, question: str, sql: str, passages: str = "", told: Iterable[str] = ()) -> list[str]:
         """The conditions of ``sql`` that keep rows by a value neither ``question`` nor ``passages`` (the passages
-        shown beside the query) mentions (module docstring); [] when there are none or it does not parse."""
+        shown beside the query) mentions, nor the value links ``told`` the writer for it ('CU054' for the customer
+        the question names; module docstring); [] when there are none or it does not parse."""
         asked, said = _roots(question), set(words(passages))
+        given = {str(v).strip().casefold() for v in told}
         question_words = set(words(question))
         question_words |= {IRREGULAR[w] for w in question_words if w in IRREGULAR}
         found = []
@@ -139,7 +141,8 @@ class Coverage:
             about = " ".join(" ".join(v) for (_, c), v in self.columns.items() if c == column)
             if _roots(column) & asked or (values is None and _roots(about) & asked):
                 continue  # the question names the column ("what status"), or a flag by its description
-            if values is not None and any(_mentioned(v, question_words, asked, said) for v in values):
+            if values is not None and any(_mentioned(v, question_words, asked, said) or str(v).strip().casefold() in given
+                                          for v in values):
                 continue
             found.append(condition)
         return found

@@ -11,7 +11,8 @@ beside the schema, no model call:
     'express' is a value of shipments.service_level
     'S00725' is shipments.shipment_id
 
-A value matches as whole words, any case; the longest match wins where matches overlap. A name (a value of a column
+A value matches as whole words, any case; the longest match wins where matches overlap. With ``short``
+(``short_names``), a name said by its leading words ("Orchid Pharma") gets the stored name's line (rag.data.shortnames). A name (a value of a column
 with NAMES_FROM or more values) comes with its row's key when its table has one (its first column, named ``...id``)
 and exactly one row holds it. An id-shaped word is looked up in each column whose examples have its shape, and
 named by the key column that holds it, else by every column that does. Lookups go through the warehouse's guard.
@@ -22,6 +23,7 @@ value of a column with NAMES_FROM or more values: a customer, a carrier, a city)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +125,11 @@ class ValueLinks:
 def _literal(text: str) -> str:
     """``text`` as a SQL string literal."""
     return "'" + str(text).replace("'", "''") + "'"
+
+
+def told_values(lines: list[str]) -> list[str]:
+    """The values ``lines`` (:meth:`ValueLinks.lines`) tell, as stored: the names, keys and ids in their quotes."""
+    return [m.replace("''", "'") for line in lines for m in re.findall(r"'((?:[^']|'')*)'", line)]
 
 
 def section(lines: list[str]) -> str:
