@@ -21,8 +21,9 @@ writer reads its gold passages. ``@text`` has the writer answer with a ```sql bl
 the default ``sql_sample_temperature``, and scores the one whose result the most of them return (``sql_samples = N``, rag.agent.sqlvote).
 ``+links`` shows the writer, beside the schema, the table values and record ids the question names (``sql_links =
 "values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``), ``+names+short`` also
-a name said by its leading words ("Birch Foods", ``short_names``, rag.data.shortnames); the router's ``cues+short``
-links those too. Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
+a name said by its leading words ("Birch Foods", ``short_names``, rag.data.shortnames), ``+names+short+paths`` also
+the join path from a table asked about to a named record's (``sql_join_paths``, rag.data.joinpaths); the router's
+``cues+short`` links short names too. Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
 (measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
@@ -231,6 +232,7 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
     if role == "router":
         return _route_one(variant, predict, item, schema, lm)
     named = [] if links is None else links["values"].lines(item.question) if "+links" in variant else \
+        links["paths"].lines(item.question) if "+names+short+paths" in variant else \
         links["short"].lines(item.question) if "+names+short" in variant else \
         links["names"].lines(item.question) if "+names" in variant else []
     schema += section(named)
@@ -312,8 +314,8 @@ def main() -> None:
         values = column_values(index.tables_record, warehouse)
         links = {kind: ValueLinks.from_record(index.tables_record, warehouse, values, names_only=kind != "values",
                                               short=ShortNames.from_record(index.tables_record, values)
-                                              if kind == "short" else None)
-                 for kind in ("values", "names", "short")}
+                                              if kind in ("short", "paths") else None, paths=kind == "paths")
+                 for kind in ("values", "names", "short", "paths")}
     drilled = None
     if "+drills" in args.sql:
         from rag.data.drills import Drills

@@ -188,6 +188,10 @@ class Settings:
     # written capitalised) links to it when no other value starts with them: the value links above give the stored
     # name and its key, and the cue router counts it as naming a record (rag.data.shortnames); false = whole names only
     short_names: bool = True
+    # with the value links: a table the question asks about that reaches a named record's table only through another
+    # ("Linden Textiles' claims": claims hold no customer_id) gets a line with the join path, read from the schema
+    # (rag.data.joinpaths, no model call); false = no such line
+    sql_join_paths: bool = False
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

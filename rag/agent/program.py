@@ -101,7 +101,8 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
                          temperature=settings.sql_sample_temperature,
                          links=ValueLinks.from_record(record, warehouse, vocab.column_values,
-                                                      names_only=settings.sql_links == "names", short=vocab.short)
+                                                      names_only=settings.sql_links == "names", short=vocab.short,
+                                                      paths=settings.sql_join_paths)
                          if settings.sql_links != "off" else None)
         coverage = Coverage.for_index(index, warehouse, vocab)
     on = settings.critic == "on" or (settings.critic == "auto" and data is not None)

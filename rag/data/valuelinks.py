@@ -43,6 +43,7 @@ class ValueLinks:
     limit: int = LINKS
     names_only: bool = False  # only names (a value of a column with NAMES_FROM or more values) and ids, no categories
     short: Any = None  # rag.data.shortnames.ShortNames: a name said by its leading words links too; None: off
+    paths: Any = None  # rag.data.joinpaths.JoinPaths: how a table asked about reaches a named record's; None: off
 
     def __post_init__(self) -> None:
         # each value as the question's words would spell it -> (the value as stored, the columns holding it)
@@ -55,9 +56,11 @@ class ValueLinks:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], warehouse: Any, values: dict[str, list[str]],
-                    limit: int = LINKS, names_only: bool = False, short: Any = None) -> ValueLinks:
+                    limit: int = LINKS, names_only: bool = False, short: Any = None,
+                    paths: bool = False) -> ValueLinks:
         """From a tables record (its columns' examples give the id shapes and keys) and the columns' values; ``short``
-        (rag.data.shortnames.ShortNames) links a name said by its leading words ("Birch Foods") too."""
+        (rag.data.shortnames.ShortNames) links a name said by its leading words ("Birch Foods") too; ``paths`` adds
+        the join path from a table the question asks about to a named record's table (rag.data.joinpaths)."""
         keys, shapes = {}, {}
         for table in record.get("tables") or []:
             columns = table.get("columns") or []
@@ -66,24 +69,36 @@ class ValueLinks:
             for col in columns:
                 for shape in {s for s in map(id_shape, col.get("examples") or []) if s}:
                     shapes.setdefault(shape, []).append((table["name"], col["name"]))
-        return cls(warehouse, values, keys, shapes, limit, names_only, short)
+        from rag.data.joinpaths import JoinPaths
+
+        return cls(warehouse, values, keys, shapes, limit, names_only, short,
+                   JoinPaths.from_record(record) if paths else None)
 
     def lines(self, question: str) -> list[str]:
-        """One line per value or id ``question`` names (module docstring), in the question's order."""
+        """One line per value or id ``question`` names (module docstring), in the question's order; with ``paths``,
+        then one per table it asks about that reaches a named record's table only through another."""
         toks = words(question)
         found: list[tuple[int, int, str]] = []  # (start, end, line)
+        records: list[str] = []  # the tables of the records named: a name with its key, an id
         for start, end, columns, value in self._values(toks, question):
             if any(s < end and start < e for s, e, _ in found):
                 continue  # inside a longer match
             if self.names_only and all(len(self.values[c]) < NAMES_FROM for c in columns):
                 continue  # a category ("express", "open"): told only with sql_links = "values"
             found.append((start, end, self._value_line(value, columns)))
+            records += [c.split(".", 1)[0] for c in columns if len(self.values[c]) >= NAMES_FROM]
         for i, tok in enumerate(toks):
             if any(s <= i < e for s, e, _ in found) or (shape := id_shape(tok)) not in self.shapes:
                 continue
-            if line := self._id_line(tok, self.shapes[shape]):
-                found.append((i, i + 1, line))
-        return list(dict.fromkeys(line for _, _, line in sorted(found)))[: self.limit]  # a value named twice: once
+            if told := self._id_line(tok, self.shapes[shape]):
+                found.append((i, i + 1, told[0]))
+                records += told[1]
+        named = list(dict.fromkeys(line for _, _, line in sorted(found)))
+        if self.paths is not None:
+            asked = self.paths.asked(question)
+            named += [line for goal in dict.fromkeys(records) for start in asked
+                      if (line := self.paths.line(start, goal)) and line not in named]
+        return named[: self.limit]  # a value named twice: once
 
     def _values(self, toks: list[str], question: str) -> list[tuple[int, int, list[str], str]]:
         """(start, end, columns, value) per place a value, or a name by its leading words, occurs in ``toks``
@@ -106,13 +121,14 @@ class ValueLinks:
         return f"{line} (its {key} is {_literal(str(rows[0][0]))})" if len(rows) == 1 and rows[0][0] is not None \
             else line
 
-    def _id_line(self, token: str, columns: list[tuple[str, str]]) -> str | None:
+    def _id_line(self, token: str, columns: list[tuple[str, str]]) -> tuple[str, list[str]] | None:
+        """(the line, the tables it names) for an id-shaped word the tables hold; None when none does."""
         for spelled in dict.fromkeys((token.upper(), token)):  # ids are mostly upper case; the words are lowered
             holding = [(t, c) for t, c in columns
                        if self._lookup(f'SELECT 1 FROM "{t}" WHERE "{c}" = {_literal(spelled)} LIMIT 1')]
             if holding:
                 keyed = [(t, c) for t, c in holding if self.keys.get(t) == c] or holding
-                return f"{_literal(spelled)} is {', '.join(f'{t}.{c}' for t, c in keyed)}"
+                return f"{_literal(spelled)} is {', '.join(f'{t}.{c}' for t, c in keyed)}", [t for t, _ in keyed]
         return None
 
     def _lookup(self, sql: str) -> list[list[Any]]:
