@@ -191,7 +191,7 @@ class Settings:
     # with the value links: a table the question asks about that reaches a named record's table only through another
     # ("Linden Textiles' claims": claims hold no customer_id) gets a line with the join path, read from the schema
     # (rag.data.joinpaths, no model call); false = no such line
-    sql_join_paths: bool = False
+    sql_join_paths: bool = True
     # the grounding critic (rag.agent.critique) after each answer: is every claim in the evidence it cites?
     # "auto" = when the index has tables; "on" = always; "off" = never
     critic: str = "auto"

@@ -1124,6 +1124,10 @@ def test_short_names_are_on_by_default_for_the_links_and_the_router(ops):
     assert line.startswith(f"'{name}' is a value of customers.name (its customer_id is 'CU")
     assert off.links.lines(question) == [] and off.cues.short is None
     assert read_cues(question, on.cues).route == "data" and read_cues(question, off.cues).route == "docs"
+    claims = f"How many claims has {short} filed?"  # claims hold no customer_id: the way through, by default
+    assert on.links.lines(claims)[-1].startswith("claims reach customers through shipments: ")
+    assert data_stages(index, load_settings({"index_dir": index.dir, "sql_join_paths": False}))[0].links.lines(
+        claims) == [line]
 
 
 def test_an_answer_resting_on_the_key_the_links_told_is_not_flagged_for_it(ops):
