@@ -1,4 +1,4 @@
-"""`rag demo ops`: the synthetic freight-operations demo (rag/data/ops_demo.py, ops_policies.py, ops_golden.py).
+"""`rag demo ops`: the synthetic freight-operations demo (rag/data/demo/: ops_demo.py, ops_policies.py, ops_golden.py).
 
 Fast and model-free: the folder is written by the generator, re-read with the project's golden loader, every gold
 query is re-run with DuckDB over the CSVs (independently of the generator's own connection), and the command is
@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rag.cli import app
-from rag.data import ops_demo
-from rag.data.ops_demo import MARKER, write_ops_demo
+from rag.data.demo import ops_demo
+from rag.data.demo.ops_demo import MARKER, write_ops_demo
 from rag.errors import InputError
 from rag.eval.golden import collapse, load_golden
 
@@ -242,7 +242,7 @@ def test_the_command_refuses_a_folder_that_is_not_a_demo(tmp_path: Path):
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch):
-    import rag.data.ops_golden as golden
+    import rag.data.demo.ops_golden as golden
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")

@@ -34,7 +34,7 @@ def ops_cmd(
       rag demo ops ./ops-demo --seed 11
       rag demo ops ./ops-demo --seed 12 --force   # replace the seed-11 demo
     """
-    from rag.data.ops_demo import default_dest, write_ops_demo
+    from rag.data.demo.ops_demo import default_dest, write_ops_demo
 
     target = dest if dest is not None else default_dest()
     err(f"writing the ops demo (seed {seed}) into {target}")

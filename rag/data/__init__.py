@@ -5,7 +5,7 @@ model for SQL that :func:`check_sql` must accept before :class:`Warehouse` runs 
 a row cap. ``rag demo ops`` writes a synthetic freight dataset with a golden set (:func:`write_ops_demo`).
 """
 
-from rag.data.ops_demo import write_ops_demo
+from rag.data.demo.ops_demo import write_ops_demo
 from rag.data.sqlguard import ALLOWED_FUNCTIONS, check_sql
 from rag.data.tableset import TABLE_SUFFIXES, build_database, discover_tables, schema_summary
 from rag.data.warehouse import QueryResult, Warehouse

@@ -4,7 +4,7 @@ applied to the tables (``both``), or by nothing there (unanswerable, ``should_re
 Items follow Sieve's golden schema (rag/eval/golden.py) plus ``route``, ``key_facts`` (short strings an answer must
 contain), ``gold_sql`` and ``gold_result`` (data and both items: the query's rows, computed here with DuckDB over
 the CSV files, never typed in) and ``absent_terms`` (unanswerable items: words found in no document and no table
-header). ``evidence`` strings are copied from the policy text (:mod:`rag.data.ops_policies`) and checked against it.
+header). ``evidence`` strings are copied from the policy text (:mod:`rag.data.demo.ops_policies`) and checked against it.
 Splits are stratified by route: the k-th item of a route goes to ``SPLIT_CYCLE[k % 10]`` (40/30/30).
 """
 
@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable
 
-from rag.data import ops_policies as P
+from rag.data.demo import ops_policies as P
 
 TABLES = ("carriers", "customers", "shipments", "claims")
 ROUTES = ("docs", "data", "both")

@@ -5,10 +5,10 @@ the same seed::
 
     DEST/.sieve-demo.json            the marker: what wrote the folder (only folders with it are overwritten)
     DEST/README.md                   what the folder is, and the commands to index and evaluate it
-    DEST/corpus/policies/*.md        12 policy documents of Kestrel Freight (rag.data.ops_policies)
+    DEST/corpus/policies/*.md        12 policy documents of Kestrel Freight (rag.data.demo.ops_policies)
     DEST/corpus/data/<table>.csv     carriers, customers, shipments, claims
     DEST/corpus/data/<table>.csv.meta.toml   the table's description and one per column
-    DEST/golden.jsonl                questions routed docs | data | both, and unanswerable ones (rag.data.ops_golden)
+    DEST/golden.jsonl                questions routed docs | data | both, and unanswerable ones (rag.data.demo.ops_golden)
 
 The folder is built in a temporary sibling and moved into place; over a previous demo only the entries above are
 replaced, so an index or eval runs kept inside it survive.
@@ -28,7 +28,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from rag.data import ops_policies as P
+from rag.data.demo import ops_policies as P
 from rag.errors import InputError
 from rag.paths import sieve_home
 
@@ -238,7 +238,7 @@ def write_ops_demo(dest: Path, *, seed: int = 7, force: bool = False) -> dict[st
     """Write the demo into ``dest`` (see the module docstring) and return a summary: paths, row counts per table,
     golden counts by route, type and split. ``dest`` must be new, empty, or a previous demo folder (it holds
     :data:`MARKER`); a previous demo of another seed or version is replaced only with ``force``."""
-    from rag.data.ops_golden import build_golden, counts
+    from rag.data.demo.ops_golden import build_golden, counts
 
     dest = Path(dest).expanduser().absolute()
     previous = _check_dest(dest, seed, force)

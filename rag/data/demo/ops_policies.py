@@ -1,7 +1,7 @@
 """The policy documents of the ops demo's fictional freight company, Kestrel Freight, and the numbers they set.
 
-The numbers are module constants because the tables (:mod:`rag.data.ops_demo`) and the golden questions'
-SQL (:mod:`rag.data.ops_golden`) use the same ones: "claims above EUR 5,000 require manager approval" in the text
+The numbers are module constants because the tables (:mod:`rag.data.demo.ops_demo`) and the golden questions'
+SQL (:mod:`rag.data.demo.ops_golden`) use the same ones: "claims above EUR 5,000 require manager approval" in the text
 is ``amount_eur > 5000`` in a gold query. Every document is Markdown: a ``# Title`` and a few ``##`` sections.
 """
 
