@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import stem, words
+from rag.data.schemalink import stem, table_keys, words
 
 MAX_HOPS = 3  # joins in a path at most: longer chains are not a small writer's to follow from one line
 
@@ -36,7 +36,7 @@ class JoinPaths:
     def from_record(cls, record: dict[str, Any]) -> JoinPaths:
         """From a tables record (rag.data.build_database): its tables, their columns and keys."""
         tables = {t["name"]: [c["name"] for c in t.get("columns") or []] for t in record.get("tables") or []}
-        keys = {t: cols[0] for t, cols in tables.items() if cols and cols[0].lower().endswith("id")}
+        keys = table_keys(record)
         edges: dict[str, list[tuple[str, str]]] = {t: [] for t in tables}
         for a, columns in tables.items():
             for b, other in tables.items():

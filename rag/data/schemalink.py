@@ -98,9 +98,18 @@ def _quoted(name: str) -> str:
     return '"' + str(name).replace('"', '""') + '"'
 
 
-def words(text: str) -> list[str]:
-    """Lower-case words; "_" splits (column names), a possessive "'s" goes (the policy's -> policy)."""
+def words(text: str, *, cased: bool = False) -> list[str]:
+    """Lower-case words; "_" splits (column names), a possessive "'s" goes (the policy's -> policy). ``cased``: the
+    same words as written ("Bluefin"), for a reader that needs the case."""
+    if cased:
+        return re.findall(WORD.pattern, re.sub(r"['\u2019][sS]\b", "", str(text).replace("_", " ")), re.IGNORECASE)
     return WORD.findall(re.sub(r"['\u2019]s\b", "", str(text).lower().replace("_", " ")))
+
+
+def table_keys(record: dict[str, Any]) -> dict[str, str]:
+    """Per table of a tables record, its key: its first column, when that is named ``...id`` (customer_id)."""
+    return {t["name"]: cols[0]["name"] for t in record.get("tables") or []
+            if (cols := t.get("columns") or []) and cols[0]["name"].lower().endswith("id")}
 
 
 def stem(word: str) -> str:

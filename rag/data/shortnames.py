@@ -16,11 +16,10 @@ router (rag.data.schemalink), which counts a short name as naming a record, as t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import NAMES_FROM, UNITS, WORD, id_shape, stem, value_words, words
+from rag.data.schemalink import NAMES_FROM, UNITS, id_shape, stem, value_words, words
 
 LONGEST = 6  # words in a short name at most
 
@@ -57,7 +56,7 @@ class ShortNames:
     def spans(self, question: str) -> list[tuple[int, int, str, list[str]]]:
         """(start, end, name as stored, its columns) per short name in ``question``, by the positions of
         rag.data.schemalink.words; longest first, none overlapping another."""
-        toks, cased = words(question), _cased_words(question)
+        toks, cased = words(question), words(question, cased=True)
         found: list[tuple[int, int, str, list[str]]] = []
         for n in range(min(LONGEST, len(toks)), 0, -1):
             for i in range(len(toks) - n + 1):
@@ -69,8 +68,3 @@ class ShortNames:
                     continue
                 found.append((i, i + n, *hit))
         return found
-
-
-def _cased_words(text: str) -> list[str]:
-    """:func:`rag.data.schemalink.words` without lowering the case: the same tokens, as written."""
-    return re.findall(WORD.pattern, re.sub(r"['\u2019][sS]\b", "", str(text).replace("_", " ")), flags=re.IGNORECASE)

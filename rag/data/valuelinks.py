@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import NAMES_FROM, id_shape, value_words, words
+from rag.data.schemalink import NAMES_FROM, id_shape, table_keys, value_words, words
 from rag.errors import DataError
 
 LINKS = 8  # lines at most: the values a question names are few; more would crowd the schema
@@ -61,12 +61,9 @@ class ValueLinks:
         """From a tables record (its columns' examples give the id shapes and keys) and the columns' values; ``short``
         (rag.data.shortnames.ShortNames) links a name said by its leading words ("Birch Foods") too; ``paths`` adds
         the join path from a table the question asks about to a named record's table (rag.data.joinpaths)."""
-        keys, shapes = {}, {}
+        keys, shapes = table_keys(record), {}
         for table in record.get("tables") or []:
-            columns = table.get("columns") or []
-            if columns and columns[0]["name"].lower().endswith("id"):
-                keys[table["name"]] = columns[0]["name"]
-            for col in columns:
+            for col in table.get("columns") or []:
                 for shape in {s for s in map(id_shape, col.get("examples") or []) if s}:
                     shapes.setdefault(shape, []).append((table["name"], col["name"]))
         from rag.data.joinpaths import JoinPaths
