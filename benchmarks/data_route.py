@@ -23,7 +23,8 @@ the default ``sql_sample_temperature``, and scores the one whose result the most
 "values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``), ``+names+short`` also
 a name said by its leading words ("Birch Foods", ``short_names``, rag.data.shortnames), ``+names+short+paths`` also
 the join path from a table asked about to a named record's (``sql_join_paths``, rag.data.joinpaths); the router's
-``cues+short`` links short names too. Corrections (``--correct``): ``sql+correct`` is the agent's form; ``:redrawN`` draws a
+``cues+short`` links short names too. Corrections (``--correct``): ``sql+correct`` is the agent's form (``sql+names+short+paths+correct`` with the
+default's value links); ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
 (measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
 A variant may pin the prompt layout: ``@tables-first`` (the schema ahead of the
@@ -201,6 +202,7 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
 
     start = time.perf_counter()
     form, _, redraws = variant.split("@")[0].partition(":redraw")
+    form = re.sub(r"\+(links|names|short|paths)", "", form)  # sql+names+short+paths+correct: the links, the agent's form
     inputs = dict(question=item.question, tables=schema, documents=documents,
                   previous=CORRECTIONS[form](first["sql"], first["error"]))
     pred, stats = metered_call(predict, lm, **inputs)

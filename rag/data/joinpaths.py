@@ -18,10 +18,11 @@ directly (a direct join the schema already shows). A table is asked about when t
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rag.data.schemalink import stem, table_keys, words
+from rag.data.schemalink import key_of, stem, words
 
 MAX_HOPS = 3  # joins in a path at most: longer chains are not a small writer's to follow from one line
 
@@ -35,8 +36,13 @@ class JoinPaths:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> JoinPaths:
         """From a tables record (rag.data.build_database): its tables, their columns and keys."""
-        tables = {t["name"]: [c["name"] for c in t.get("columns") or []] for t in record.get("tables") or []}
-        keys = table_keys(record)
+        return cls.from_columns({t["name"]: [c["name"] for c in t.get("columns") or []]
+                                 for t in record.get("tables") or []})
+
+    @classmethod
+    def from_columns(cls, tables: dict[str, list[str]]) -> JoinPaths:
+        """From each table's column names in order (a table's key is its first, when named ``...id``)."""
+        keys = {t: key for t, columns in tables.items() if (key := key_of(list(columns)))}
         edges: dict[str, list[tuple[str, str]]] = {t: [] for t in tables}
         for a, columns in tables.items():
             for b, other in tables.items():
@@ -52,21 +58,30 @@ class JoinPaths:
     def line(self, start: str, goal: str) -> str | None:
         """How ``start`` reaches ``goal`` as one line (module docstring); None when they join directly, are the same
         table, or no path of at most MAX_HOPS joins links them."""
-        if start == goal or start not in self.edges or any(b == goal for b, _ in self.edges[start]):
+        hops = self.path([start], goal)
+        if not hops or len(hops) < 2:
             return None
-        paths: deque[list[tuple[str, str]]] = deque([[(start, "")]])
-        seen = {start}
+        through = ", ".join(b for _, b, _ in hops[:-1])
+        joins = " AND ".join(f"{a}.{c} = {b}.{c}" for a, b, c in hops)
+        return f"{start} reach {goal} through {through}: {joins}"
+
+    def path(self, starts: Iterable[str], goal: str) -> list[tuple[str, str, str]] | None:
+        """The shortest chain of joins from any of ``starts`` to ``goal``, as hops ``(table, next table, the column
+        they join on)``: [] when ``goal`` is a start, None when no chain of at most MAX_HOPS joins reaches it."""
+        starts = [s for s in starts if s in self.edges]
+        if goal in starts:
+            return []
+        paths: deque[list[tuple[str, str, str]]] = deque([[("", s, "")] for s in starts])
+        seen = set(starts)
         while paths:
             path = paths.popleft()
-            table = path[-1][0]
+            table = path[-1][1]
             for neighbour, column in self.edges[table]:
                 if neighbour in seen or len(path) > MAX_HOPS:
                     continue
-                step = path + [(neighbour, column)]
+                step = path + [(table, neighbour, column)]
                 if neighbour == goal:
-                    through = ", ".join(t for t, _ in step[1:-1])
-                    joins = " AND ".join(f"{a}.{c} = {b}.{c}" for (a, _), (b, c) in zip(step, step[1:]))
-                    return f"{start} reach {goal} through {through}: {joins}"
+                    return step[1:]
                 seen.add(neighbour)
                 paths.append(step)
         return None

@@ -108,8 +108,13 @@ def words(text: str, *, cased: bool = False) -> list[str]:
 
 def table_keys(record: dict[str, Any]) -> dict[str, str]:
     """Per table of a tables record, its key: its first column, when that is named ``...id`` (customer_id)."""
-    return {t["name"]: cols[0]["name"] for t in record.get("tables") or []
-            if (cols := t.get("columns") or []) and cols[0]["name"].lower().endswith("id")}
+    return {t["name"]: key for t in record.get("tables") or []
+            if (key := key_of([c["name"] for c in t.get("columns") or []]))}
+
+
+def key_of(columns: list[str]) -> str | None:
+    """A table's key from its columns in order: the first, when it is named ``...id``; None otherwise."""
+    return columns[0] if columns and columns[0].lower().endswith("id") else None
 
 
 def stem(word: str) -> str:

@@ -8,9 +8,15 @@ rejects each with a Binder Error, and given the error the same model rewrites th
 AST, before the model's one correction:
 
 - a qualified column its table lacks moves to the one table of the query that has it;
-- a table named by a column but absent from FROM is joined on the one column name the two tables share
-  (``claims.shipment_id = shipments.shipment_id``), when exactly one such column links them;
-- an unqualified column no table of the query has comes from a table joined the same way;
+- a table named by a column but absent from FROM is joined along the shortest chain of key joins
+  (rag.data.joinpaths: ``claims.shipment_id = shipments.shipment_id``), any table between joined too;
+- a column no table of the query has (``customer_id`` with only ``claims`` in FROM), written bare or with a table
+  that lacks it (``c.claim_id``, c being ``customers``), comes from the nearest table that has it, joined the same
+  way; when two such tables are equally near, nothing is guessed;
+- a JOIN whose ON is one equality of a column one side lacks (``customers c JOIN claims cl ON c.customer_id =
+  cl.customer_id``) goes through the tables between instead;
+- after any join the repair adds, a bare column that one of the query's own tables had is qualified with it, so
+  the new table makes nothing ambiguous (``status`` in claims and in shipments);
 - a date-shaped string in date arithmetic becomes a DATE literal, and a DATE column matched with LIKE is read as
   text (``shipped_on LIKE '2024-06%'``).
 
@@ -27,6 +33,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+
+from rag.data.joinpaths import JoinPaths
 
 DATE_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -53,8 +61,9 @@ def repair_sql(sql: str, schema: dict[str, dict[str, str]]) -> Repair | None:
         return None
     tree = trees[0]
     changes: list[str] = []
+    paths = JoinPaths.from_columns({table: list(columns) for table, columns in schema.items()})
     for select in list(tree.find_all(exp.Select)):
-        _fix_select(select, schema, changes)
+        _fix_select(select, schema, paths, changes)
     _fix_dates(tree, changes)
     for select in list(tree.find_all(exp.Select)):
         _fix_like(select, schema, changes)
@@ -71,30 +80,35 @@ def read_tables(select: exp.Select) -> dict[str, str]:
     return found
 
 
-def _link(table: str, sources: dict[str, str], schema: dict[str, dict[str, str]]) -> tuple[str, str] | None:
-    """(alias of a table already read, the one column it shares with ``table``) when exactly one such link exists."""
-    links = [(alias, col) for alias, src in sources.items() for col in set(schema.get(src, {})) & set(schema.get(table, {}))]
-    if len(links) > 1:  # claims and shipments share shipment_id and status: a key is named like one
-        links = [(alias, col) for alias, col in links if col.endswith("id")]
-    return links[0] if len(links) == 1 else None
-
-
-def _join(select: exp.Select, table: str, sources: dict[str, str], schema: dict[str, dict[str, str]],
-          changes: list[str]) -> bool:
-    link = _link(table, sources, schema)
-    if link is None:
+def _join(select: exp.Select, table: str, sources: dict[str, str], paths: JoinPaths, changes: list[str]) -> bool:
+    """Join ``table`` to the query along the shortest chain of key joins from a table it reads."""
+    hops = paths.path(sources.values(), table)
+    if not hops:
         return False
-    alias, col = link
-    select.join(exp.Table(this=exp.to_identifier(table)), on=f"{alias}.{col} = {table}.{col}", copy=False)
-    sources[table] = table
-    _note(changes, f"joined {table} on {alias}.{col} = {table}.{col}")
+    spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}  # "T2" as written
+    for a, b, column in hops:
+        alias = spelled.get(found := next(alias for alias, src in sources.items() if src == a), found)
+        select.join(exp.Table(this=exp.to_identifier(b)), on=f"{alias}.{column} = {b}.{column}", copy=False)
+        sources[b] = b
+        _note(changes, f"joined {b} on {alias}.{column} = {b}.{column}")
     return True
 
 
-def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], changes: list[str]) -> None:
+def _nearest(name: str, sources: dict[str, str], schema: dict[str, dict[str, str]], paths: JoinPaths) -> str | None:
+    """The table holding column ``name`` that is fewest joins from the query's tables; None when none is, or two
+    are equally near."""
+    near = sorted((len(hops), table) for table, columns in schema.items()
+                  if name in columns and table not in sources.values()
+                  and (hops := paths.path(sources.values(), table)) is not None)
+    return near[0][1] if near and (len(near) == 1 or near[0][0] < near[1][0]) else None
+
+
+def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], paths: JoinPaths, changes: list[str]) -> None:
     sources = read_tables(select)
     if not sources or any(src not in schema for src in sources.values()):
         return
+    own = dict(sources)  # the query's own tables, before any join of the repair's
+    _fix_joins(select, sources, schema, paths, changes)
     outputs = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}  # ORDER BY total_weight
     spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}  # "T2" as written
     for column in list(select.find_all(exp.Column)):
@@ -110,11 +124,74 @@ def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], changes: 
                 column.set("table", exp.to_identifier(spelled.get(owners[0], owners[0])))
                 _note(changes, f"{was} -> {column.sql(dialect='duckdb')} ({sources[owners[0]]} has {column.name})")
             elif not owners and qualifier not in sources and name in schema.get(qualifier, {}):
-                _join(select, qualifier, sources, schema, changes)
+                _join(select, qualifier, sources, paths, changes)
+            elif not owners and qualifier in sources and (table := _nearest(name, sources, schema, paths)) \
+                    and _join(select, table, sources, paths, changes):
+                was = column.sql(dialect="duckdb")
+                column.set("table", exp.to_identifier(table))
+                _note(changes, f"{was} -> {column.sql(dialect='duckdb')} ({table} has {column.name})")
         elif name not in outputs and not any(name in schema[src] for src in sources.values()):
-            owners = [t for t, cols in schema.items() if name in cols and t not in sources.values()]
-            if len(owners) == 1 and _join(select, owners[0], sources, schema, changes):
-                column.set("table", exp.to_identifier(owners[0]))
+            if (table := _nearest(name, sources, schema, paths)) and _join(select, table, sources, paths, changes):
+                column.set("table", exp.to_identifier(table))
+    if len(sources) > len(own):
+        _qualify(select, own, schema, outputs, spelled, changes)
+
+
+def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, dict[str, str]], paths: JoinPaths,
+               changes: list[str]) -> None:
+    """A JOIN on one equality of a column one side's table lacks goes through the tables between (module doc)."""
+    joins = list(select.args.get("joins") or [])
+    for position, join in enumerate(list(joins)):
+        on, table = join.args.get("on"), join.this
+        if not (isinstance(on, exp.EQ) and isinstance(on.left, exp.Column) and isinstance(on.right, exp.Column)
+                and isinstance(table, exp.Table)):
+            continue
+        alias = table.alias_or_name.lower()
+        sides = [(c.table.lower(), c.name.lower()) for c in (on.left, on.right)]
+        if alias not in {q for q, _ in sides} or any(q not in sources for q, _ in sides) \
+                or all(name in schema[sources[q]] for q, name in sides):
+            continue
+        spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}
+        before = {spelled.get(a, a): src for a, src in sources.items()
+                  if a != alias and _read_before(a, joins[:position], select)}
+        hops = paths.path(before.values(), sources[alias])
+        if not hops:
+            continue
+        added = []
+        for a, b, column in hops[:-1]:
+            here = next(x for x, src in {**before, **{t: t for t in added}}.items() if src == a)
+            added.append(b)
+            joins.insert(joins.index(join), exp.Join(this=exp.Table(this=exp.to_identifier(b)),
+                                                     on=sqlglot.condition(f"{here}.{column} = {b}.{column}"),
+                                                     side=join.args.get("side")))
+            sources[b] = b
+        a, _, column = hops[-1]
+        here = next(x for x, src in {**before, **{t: t for t in added}}.items() if src == a)
+        was = on.sql(dialect="duckdb")
+        join.set("on", sqlglot.condition(f"{here}.{column} = {table.alias_or_name}.{column}"))
+        _note(changes, f"JOIN ... ON {was} -> " + " ".join(f"JOIN {b} ON ... {c}" for _, b, c in hops[:-1])
+              + f" JOIN {sources[alias]} ON {join.args['on'].sql(dialect='duckdb')}")
+    select.set("joins", joins)
+
+
+def _read_before(alias: str, joins: list[exp.Join], select: exp.Select) -> bool:
+    """Whether ``alias`` is the FROM table or one of ``joins``."""
+    tables = [node.this for node in [select.args.get("from_") or select.args.get("from"), *joins] if node is not None]
+    return any(isinstance(t, exp.Table) and t.alias_or_name.lower() == alias for t in tables)
+
+
+def _qualify(select: exp.Select, own: dict[str, str], schema: dict[str, dict[str, str]], outputs: set[str],
+             spelled: dict[str, str], changes: list[str]) -> None:
+    """A bare column one of the query's own tables had, qualified with it: a table the repair joined may have a
+    column of the same name."""
+    for column in list(select.find_all(exp.Column)):
+        name = column.name.lower()
+        if column.table or name in outputs or column.find_ancestor(exp.Select) is not select:
+            continue
+        owners = [alias for alias, src in own.items() if name in schema[src]]
+        if len(owners) == 1:
+            column.set("table", exp.to_identifier(spelled.get(owners[0], owners[0])))
+            _note(changes, f"{column.name} -> {column.sql(dialect='duckdb')} (kept to {own[owners[0]]} after the join)")
 
 
 def _same_both_sides(column: exp.Column, alias: str) -> bool:
