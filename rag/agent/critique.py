@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Nine checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Ten checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -32,6 +32,11 @@ Nine checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   temperature-controlled trailer"), the writer also invents a condition on a column there is
   (``service_level = 'express' AND hazardous = TRUE``), and the answer reports the count of another question.
   Flagged at once, like the columns check.
+- ``absent`` (no model call; off by default): the query the answer cites asks nothing of the tables that no row
+  can give: a value no row of its column holds (``reason = 'insufficient packaging'``), or the hour, minute or
+  second of a DATE column (rag.data.absent, :meth:`Critic.off_target`). Asked for what is finer than, or outside,
+  what the tables record, the writer keeps rows by a value the column never has and the answer says "none", or
+  reads the hour of a date and the answer says "0 o'clock". Flagged at once, like the columns check.
 - ``counts`` (no model call; off by default): a question answered by a query that only counts rows asks about
   what one of the tables it reads records, by its name, aliases, columns, their descriptions or its text values:
   the thing "how many" counts, or what a yes/no question says happened (rag.data.coverage, :meth:`Critic.off_target`).
@@ -84,7 +89,7 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "counts", "records", "empty", "fill", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "absent", "counts", "records", "empty", "fill", "model")  # joined with "+"
 FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
 # a citation right after a copula or a preposition (after a comma, a closing bracket or quote too: "..., was
 # [sql:1].", "(Milan to Porto) is [sql:1]."), ending its clause: where the value the sentence promises belongs
@@ -157,7 +162,7 @@ class Critic(dspy.Module):
         """Why the query results ``cited`` do not answer ``question`` (a ``critique`` step says so), or None: every
         cited query returns none of what it asks about (``columns``) or keeps rows by a value nobody gave
         (``filters``); only over an index with tables (module docstring)."""
-        if not self.checks & {"columns", "filters", "counts"} or self.coverage is None:
+        if not self.checks & {"columns", "filters", "absent", "counts"} or self.coverage is None:
             return None
         queries = [(h.meta["sql"], h.meta.get("told") or []) for h in hits
                    if h.chunk_id in cited and (getattr(h, "meta", None) or {}).get("sql")]
@@ -217,6 +222,9 @@ class Critic(dspy.Module):
             reasons.append(("filters", f"the query it rests on keeps only rows where {' and '.join(conditions)}, "
                                        "which neither the question nor the passages mention: it may answer another "
                                        "question"))
+        if "absent" in self.checks and self.coverage.absent is not None and (gone := self.coverage.absent.find(sql)):
+            reasons.append(("absent", f"the query it rests on asks what no row holds: {'; '.join(gone)}; the tables "
+                                      "may not record what the question asks"))
         if "counts" in self.checks and (thing := self.coverage.uncounted(question, sql)):
             reasons.append(("counts", f"the question counts something the tables may not record: {thing}"))
         return reasons

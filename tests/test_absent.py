@@ -1,0 +1,76 @@
+"""What a query asks that no row can give (rag.data.absent), on the ops demo's real tables, and the critic's
+``absent`` check flagging an answer that rests on such a query (scripted with DummyLM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.data.absent import Absent
+from rag.data.schemalink import column_values
+
+
+@pytest.fixture(scope="module")
+def absent(ops_tables):
+    record, warehouse = ops_tables
+    return Absent.from_record(record, column_values(record, warehouse))
+
+
+@pytest.mark.parametrize("sql, found", [
+    ("SELECT claim_id FROM claims WHERE status = 'rejected' AND reason = 'insufficient packaging'",
+     "claims.reason is never 'insufficient packaging' (its values: damage, delay, loss, shortage)"),
+    ("SELECT COUNT(*) FROM claims WHERE reason IN ('water damage', 'moisture')",
+     "claims.reason is never 'water damage' or 'moisture'"),
+    # a column two tables of the query have: judged against both
+    ("SELECT COUNT(*) FROM shipments s JOIN claims c ON c.shipment_id = s.shipment_id WHERE status = 'refused'",
+     "claims.status/shipments.status is never 'refused'"),
+    # a qualified column: its own table's values ('rejected' is a claim's status, never a shipment's)
+    ("SELECT COUNT(*) FROM shipments s JOIN claims c ON s.shipment_id = c.shipment_id WHERE s.status = 'rejected'",
+     "shipments.status is never 'rejected' (its values: delivered, in_transit, lost)"),
+    # a name column: its values are too many to list
+    ("SELECT COUNT(*) FROM customers WHERE name = 'Zephyr Chemicals'", "(none of its 80 values)"),
+    ("SELECT EXTRACT(HOUR FROM shipped_on) AS h FROM shipments WHERE shipment_id = 'S00500'",
+     "shipments.shipped_on holds dates, not times of day"),
+    ("SELECT date_part('minute', CAST(filed_on AS TIMESTAMP)) FROM claims", "claims.filed_on holds dates"),
+    ("SELECT hour(delivered_on) FROM shipments", "shipments.delivered_on holds dates"),
+    ("SELECT strftime(shipped_on, '%H:%M') FROM shipments", "shipments.shipped_on holds dates"),
+])
+def test_a_value_no_row_holds_or_a_time_of_day_from_a_date_is_named(absent, sql, found):
+    assert any(found in phrase for phrase in absent.find(sql)), absent.find(sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM claims WHERE reason = 'damage' AND status = 'open'",  # values the columns hold
+    "SELECT COUNT(*) FROM claims WHERE reason IN ('Delay', 'delay')",  # one of them is held
+    "SELECT COUNT(*) FROM claims WHERE reason = 'Damage' OR reason = 'damage'",  # an OR: the other may hold
+    "SELECT COUNT(*) FROM claims WHERE NOT status = 'cancelled'",  # keeps every row
+    "SELECT COUNT(*) FROM claims WHERE status <> 'cancelled'",
+    "SELECT COUNT(*) FROM shipments WHERE shipment_id = 'S99999'",  # 2,500 ids: not all known, not judged
+    "SELECT strftime(shipped_on, '%Y-%m') AS month, COUNT(*) FROM shipments GROUP BY month",  # %m is the month
+    "SELECT EXTRACT(MONTH FROM shipped_on) FROM shipments",
+    "SELECT COUNT(*) FROM shipments WHERE shipped_on = '2024-03-01'",  # a date, not a text value
+    "not sql at all",
+])
+def test_what_the_tables_can_give_is_left_alone(absent, sql):
+    assert absent.find(sql) == []
+
+
+def test_the_critic_flags_an_answer_resting_on_a_value_no_row_holds(ops_tables):
+    """The ``absent`` check at the critic: the answer "none" to a question about a claim reason the tables never
+    record is returned flagged, with the reason; without the check it is not."""
+    from types import SimpleNamespace
+
+    from rag.agent.critique import Critic
+    from rag.agent.trace import Trace
+    from rag.data.coverage import Coverage
+    from rag.retrieval.retriever import Hit
+
+    record, warehouse = ops_tables
+    index = SimpleNamespace(tables_record=record, chunks=[])
+    coverage = Coverage.for_index(index, warehouse)
+    question = "Which rejected claims were turned down because of insufficient packaging?"
+    sql = "SELECT claim_id FROM claims WHERE status = 'rejected' AND reason = 'insufficient packaging'"
+    hit = Hit(chunk_id="sql:1", text="(no rows)", title="", source="", rank=0, score=0.0, stages={},
+              meta={"sql": sql, "rows": []})
+    flagged = Critic(checks="numbers+absent", coverage=coverage).off_target(question, ["sql:1"], [hit], Trace(question))
+    assert flagged is not None and "claims.reason is never 'insufficient packaging'" in flagged
+    assert Critic(checks="numbers+filters", coverage=coverage).off_target(question, ["sql:1"], [hit], Trace(question)) is None
