@@ -141,7 +141,7 @@ def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, di
                changes: list[str]) -> None:
     """A JOIN on one equality of a column one side's table lacks goes through the tables between (module doc)."""
     joins = list(select.args.get("joins") or [])
-    for position, join in enumerate(list(joins)):
+    for join in list(joins):
         on, table = join.args.get("on"), join.this
         if not (isinstance(on, exp.EQ) and isinstance(on.left, exp.Column) and isinstance(on.right, exp.Column)
                 and isinstance(table, exp.Table)):
@@ -153,7 +153,7 @@ def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, di
             continue
         spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}
         before = {spelled.get(a, a): src for a, src in sources.items()
-                  if a != alias and _read_before(a, joins[:position], select)}
+                  if a != alias and _read_before(a, joins[:joins.index(join)], select)}
         hops = paths.path(before.values(), sources[alias])
         if not hops:
             continue
@@ -169,8 +169,8 @@ def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, di
         here = next(x for x, src in {**before, **{t: t for t in added}}.items() if src == a)
         was = on.sql(dialect="duckdb")
         join.set("on", sqlglot.condition(f"{here}.{column} = {table.alias_or_name}.{column}"))
-        _note(changes, f"JOIN ... ON {was} -> " + " ".join(f"JOIN {b} ON ... {c}" for _, b, c in hops[:-1])
-              + f" JOIN {sources[alias]} ON {join.args['on'].sql(dialect='duckdb')}")
+        through = f"through {', '.join(added)}: " if added else ""
+        _note(changes, f"JOIN {sources[alias]} ON {was} -> {through}ON {join.args['on'].sql(dialect='duckdb')}")
     select.set("joins", joins)
 
 
