@@ -39,6 +39,14 @@ def _load_repair(checkout: Path) -> Callable:
     return module.repair_sql
 
 
+def _described(checkout: Path) -> str:
+    """A checkout by its commit, when it is a git work tree (a worktree of this repository)."""
+    import subprocess
+
+    rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return f"the repair of commit {rev.stdout.strip()}" if rev.returncode == 0 else str(checkout)
+
+
 def agent_path(first: dict, correction: dict | None, repair: Callable | None, columns: dict,
                run: Callable) -> tuple[bool, bool]:
     """(whether the agent's data route ends on the gold rows, whether a repaired statement ran on the way) as the
@@ -103,7 +111,7 @@ def main() -> None:
              for arm, fn in arms.items()}
     right = {arm: [r for r, _ in outcomes] for arm, outcomes in paths.items()}
     lines = [f"SQL writer `{args.first}` with its correction `{args.correction}`, scored as the agent runs them, "
-             f"on {', '.join(splits)} of {shown_path(args.golden)}" + (f"; `before` = {args.before}" if args.before else ""),
+             f"on {', '.join(splits)} of {shown_path(args.golden)}" + (f"; `before` = {_described(args.before)}" if args.before else ""),
              "", "| arm | split | n | gold rows | first statement failed | a repaired statement ran |", "|---|---|---|---|---|---|"]
     for arm in arms:
         for split in [*splits, "all"] if len(splits) > 1 else splits:
