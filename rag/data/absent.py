@@ -55,9 +55,9 @@ class Absent:
     def find(self, sql: str) -> list[str]:
         """What ``sql`` asks that no row can give, one phrase each ("claims.reason is never 'insufficient
         packaging' (its values: damage, delay, loss, shortage)"); [] when nothing, or when it does not parse."""
-        from rag.data.coverage import _parse, tables_read
+        from rag.data.coverage import parse_sql, tables_read
 
-        tree = _parse(sql)
+        tree = parse_sql(sql)
         if tree is None:
             return []
         read = {t.lower() for t in tables_read(sql)}

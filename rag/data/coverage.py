@@ -217,7 +217,7 @@ def _known(word: str, known: set[str]) -> bool:
         len(k) >= PREFIX and mine.startswith(k[:PREFIX]) and k.startswith(mine[:PREFIX]) for k in known)
 
 
-def _parse(sql: str) -> Any:
+def parse_sql(sql: str) -> Any:
     """``sql`` as sqlglot's tree (DuckDB's dialect), or None when it does not parse."""
     import sqlglot
 
@@ -238,7 +238,7 @@ def counts_only(sql: str) -> bool:
     """Whether the outermost SELECT of ``sql`` returns nothing but COUNT(...) expressions."""
     from sqlglot import exp
 
-    select = _outer_select(_parse(sql))
+    select = _outer_select(parse_sql(sql))
     return bool(select and select.expressions) and all(
         isinstance(e.unalias(), exp.Count) for e in select.expressions)
 
@@ -247,7 +247,7 @@ def tables_read(sql: str) -> list[str]:
     """The tables ``sql`` reads anywhere, lower-cased; [] when it does not parse."""
     from sqlglot import exp
 
-    tree = _parse(sql)
+    tree = parse_sql(sql)
     return [] if tree is None else [t.name.lower() for t in tree.find_all(exp.Table)]
 
 
@@ -257,7 +257,7 @@ def returned_columns(sql: str) -> list[tuple[str, str]]:
     [] when ``sql`` does not parse."""
     from sqlglot import exp
 
-    select = _outer_select(_parse(sql))
+    select = _outer_select(parse_sql(sql))
     if select is None:
         return []
     read = read_tables(select)
@@ -275,7 +275,7 @@ def filters(sql: str) -> list[tuple[str, list[str] | None, str]]:
     Q3", "the cap"). [] when ``sql`` does not parse."""
     from sqlglot import exp
 
-    tree = _parse(sql)
+    tree = parse_sql(sql)
     if tree is None:
         return []
     found = []
