@@ -1,24 +1,24 @@
 """The SQL writer's statements as the agent runs them, with the schema repair and without, from data_route records.
 
-Run: python benchmarks/sql_repair.py --records benchmarks/results/sql_repair_records.jsonl
-                                     --golden golden/ops_sql_blind.jsonl [--splits blind30,blind31]
-                                     [--first sql+names+short+paths@text] [--correction sql+names+short+paths+correct@text]
-                                     [--before /tmp/before] [--out benchmarks/results/sql_repair.md]
+Run: python benchmarks/sql_agent_path.py --records benchmarks/results/sql_repair_records.jsonl
+                                         --golden golden/ops_sql_blind.jsonl [--splits blind30,blind31]
+                                         [--first sql+names+short+paths@text]
+                                         [--correction sql+names+short+paths+correct@text]
+                                         [--before d1dc8aa] [--out benchmarks/results/sql_repair.md]
 
 The records come from benchmarks/data_route.py (``--sql FIRST --correct CORRECTION --correct-after FIRST``): the
 writer's first statement per question and, where it failed, its one correction. No model is called here. Each
 question is scored as rag.agent.dataroute runs it: the first statement; when DuckDB or the guard refuses it, the
 statement rag.data.sqlrepair makes of it; when there is none or it fails too, the correction, repaired the same way
-when it fails. Arms: ``none`` (no repair), ``repair`` (this checkout's rag.data.sqlrepair) and, with ``--before DIR``,
-``before`` (the rag.data.sqlrepair of another checkout, e.g. ``git worktree add /tmp/before REV``), each paired
-against the last (McNemar, exact). A repair only runs on a statement that failed, so it can cost a question only by
+when it fails. Arms: ``none`` (no repair), ``repair`` (this checkout's rag.data.sqlrepair) and, with ``--before REV``,
+``before`` (rag/data/sqlrepair.py as committed at REV), each paired against the last (McNemar, exact).
+benchmarks/sql_repairs.py replays the failed statements of ``rag eval`` runs instead, statement by statement. A repair only runs on a statement that failed, so it can cost a question only by
 running a wrong statement where the correction would have been right.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from collections.abc import Callable
@@ -27,24 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.router_rounds import module_at  # noqa: E402
 from benchmarks.tables import emit, share, shown_path  # noqa: E402
-
-
-def _load_repair(checkout: Path) -> Callable:
-    """``repair_sql`` of another checkout's rag/data/sqlrepair.py (its own imports from this checkout's rag)."""
-    spec = importlib.util.spec_from_file_location("before_sqlrepair", checkout / "rag" / "data" / "sqlrepair.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module.repair_sql
-
-
-def _described(checkout: Path) -> str:
-    """A checkout by its commit, when it is a git work tree (a worktree of this repository)."""
-    import subprocess
-
-    rev = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return f"the repair of commit {rev.stdout.strip()}" if rev.returncode == 0 else str(checkout)
 
 
 def agent_path(first: dict, correction: dict | None, repair: Callable | None, columns: dict,
@@ -70,7 +54,7 @@ def main() -> None:
     parser.add_argument("--splits", default="", help="comma-separated splits (default: every split in the records)")
     parser.add_argument("--first", default="sql+names+short+paths@text", help="the first statement's variant")
     parser.add_argument("--correction", default="sql+names+short+paths+correct@text", help="the correction's variant")
-    parser.add_argument("--before", type=Path, default=None, help="another checkout whose repair is compared")
+    parser.add_argument("--before", default=None, help="a commit whose rag/data/sqlrepair.py is compared")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
     args = parser.parse_args()
 
@@ -106,12 +90,13 @@ def main() -> None:
                 return None
         return run
 
-    arms = {"none": None, **({"before": _load_repair(args.before)} if args.before else {}), "repair": repair_sql}
+    arms = {"none": None, **({"before": module_at(args.before, "rag/data/sqlrepair.py").repair_sql} if args.before else {}),
+            "repair": repair_sql}
     paths = {arm: [agent_path(firsts[i], corrections.get(i), fn, columns, run_for(i)) for i in ids]
              for arm, fn in arms.items()}
     right = {arm: [r for r, _ in outcomes] for arm, outcomes in paths.items()}
     lines = [f"SQL writer `{args.first}` with its correction `{args.correction}`, scored as the agent runs them, "
-             f"on {', '.join(splits)} of {shown_path(args.golden)}" + (f"; `before` = {_described(args.before)}" if args.before else ""),
+             f"on {', '.join(splits)} of {shown_path(args.golden)}" + (f"; `before` = the repair of commit {args.before}" if args.before else ""),
              "", "| arm | split | n | gold rows | first statement failed | a repaired statement ran |", "|---|---|---|---|---|---|"]
     for arm in arms:
         for split in [*splits, "all"] if len(splits) > 1 else splits:
