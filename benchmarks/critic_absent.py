@@ -1,4 +1,4 @@
-"""The critic's ``absent`` check (rag.data.absent) replayed on recorded queries: how many right answers it would
+"""The critic's ``absent`` check (rag.data.unrecorded) replayed on recorded queries: how many right answers it would
 flag, and how many unanswerable questions it would catch that were answered unflagged. No model call.
 
 Run: python benchmarks/critic_absent.py [--runs 'benchmarks/results/eval-ops-*'] [--skip unanswerable19]
@@ -36,14 +36,14 @@ def main() -> None:
     args = parser.parse_args()
 
     from rag.data import Warehouse
-    from rag.data.absent import Absent
     from rag.data.schemalink import column_values
+    from rag.data.unrecorded import Unrecorded
     from rag.paths import sieve_home
 
     index_dir = Path(args.index_dir or sieve_home() / "demo" / "ops" / "index")
     record = json.loads((index_dir / "manifest.json").read_text())["tables"]
     with Warehouse(index_dir / "tables.duckdb") as warehouse:
-        absent = Absent.from_record(record, column_values(record, warehouse))
+        absent = Unrecorded.from_record(record, column_values(record, warehouse))
     skip = [s for s in args.skip.split(",") if s]
     counts = dict.fromkeys(["right", "right_flagged", "wrong", "wrong_flagged", "unanswerable", "open", "caught"], 0)
     flagged_right = []

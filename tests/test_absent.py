@@ -1,18 +1,18 @@
-"""What a query asks that no row can give (rag.data.absent), on the ops demo's real tables, and the critic's
+"""What a query asks that no row can give (rag.data.unrecorded), on the ops demo's real tables, and the critic's
 ``absent`` check flagging an answer that rests on such a query (scripted with DummyLM)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rag.data.absent import Absent
 from rag.data.schemalink import column_values
+from rag.data.unrecorded import Unrecorded
 
 
 @pytest.fixture(scope="module")
 def absent(ops_tables):
     record, warehouse = ops_tables
-    return Absent.from_record(record, column_values(record, warehouse))
+    return Unrecorded.from_record(record, column_values(record, warehouse))
 
 
 @pytest.mark.parametrize("sql, found", [

@@ -34,7 +34,7 @@ Ten checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   Flagged at once, like the columns check.
 - ``absent`` (no model call; off by default): the query the answer cites asks nothing of the tables that no row
   can give: a value no row of its column holds (``reason = 'insufficient packaging'``), or the hour, minute or
-  second of a DATE column (rag.data.absent, :meth:`Critic.off_target`). Asked for what is finer than, or outside,
+  second of a DATE column (rag.data.unrecorded, :meth:`Critic.off_target`). Asked for what is finer than, or outside,
   what the tables record, the writer keeps rows by a value the column never has and the answer says "none", or
   reads the hour of a date and the answer says "0 o'clock". Flagged at once, like the columns check.
 - ``counts`` (no model call; off by default): a question answered by a query that only counts rows asks about

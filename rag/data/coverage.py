@@ -89,7 +89,7 @@ class Coverage:
     years: tuple[int, int] | None = None  # first and last year of any date column; None without dates
     columns: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (table, column) -> (name, description)
     tables: dict[str, str] = field(default_factory=dict)  # table -> its name, aliases and description, as one text
-    absent: Any = None  # rag.data.absent.Absent: a value no row holds, a time of day from a date; None: not read
+    absent: Any = None  # rag.data.unrecorded.Unrecorded: a value no row holds, a time of day from a date; None: not read
 
     @classmethod
     def for_index(cls, index: Any, warehouse: Any, vocab: Vocabulary | None = None) -> Coverage:
@@ -103,10 +103,10 @@ class Coverage:
                    for t in (index.tables_record or {}).get("tables", []) for c in t.get("columns", [])}
         tables = {t["name"].lower(): " ".join([t["name"], *(t.get("aliases") or []), t.get("description") or ""])
                   for t in (index.tables_record or {}).get("tables", [])}
-        from rag.data.absent import Absent
+        from rag.data.unrecorded import Unrecorded
 
         return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years,  # vocab.names: values too
-                   columns=columns, tables=tables, absent=Absent.from_record(index.tables_record or {}, vocab.column_values))
+                   columns=columns, tables=tables, absent=Unrecorded.from_record(index.tables_record or {}, vocab.column_values))
 
     def holds(self, name: str) -> bool:
         """Whether a passage or a text value contains ``name`` (as words, any case)."""

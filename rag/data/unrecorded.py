@@ -5,7 +5,7 @@ Asked for what is finer than, or outside, what the tables record, the SQL writer
 "Which rejected claims were turned down because of insufficient packaging?" keeps the rows where ``reason =
 'insufficient packaging'``, a value the column never holds, and the answer says "none". "At what time of day was
 S00500 collected?" reads ``EXTRACT(HOUR FROM shipped_on)`` from a DATE column, and the answer says "0 o'clock".
-Neither result answers the question, because the tables do not record what it asks. :meth:`Absent.find` names
+Neither result answers the question, because the tables do not record what it asks. :meth:`Unrecorded.find` names
 both, and the critic's ``absent`` check flags the answer (rag.agent.critique):
 
 - **value**: a condition ``column = 'x'`` or ``column IN ('x', ...)`` in which no value is one a row of the column
@@ -34,13 +34,13 @@ TIME_FORMATS = ("%H", "%M", "%S", "%I", "%p", "%T", "%R")  # strftime: hour, min
 
 
 @dataclass
-class Absent:
+class Unrecorded:
     held: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (table, column) -> every value it holds
     dates: set[tuple[str, str]] = field(default_factory=set)  # (table, column) of the DATE columns
     texts: set[tuple[str, str]] = field(default_factory=set)  # (table, column) of every text column, values known or not
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]]) -> Absent:
+    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]]) -> Unrecorded:
         """From a tables record (rag.data.build_database) and its text columns' values, per ``table.column``
         (rag.data.schemalink.column_values: a column is there only when all its values are)."""
         held = {}
