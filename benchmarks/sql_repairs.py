@@ -8,7 +8,8 @@ ops demo (``--runs``: run folders, default benchmarks/results/eval-ops*) is repa
 ``--before`` (read with ``git show``) and as it is in the working tree, guarded and run. Counted are the statements
 only today's repairs make run: on answerable items, whether they return the item's gold rows; on unanswerable items,
 whether the critic's columns or filters check (rag.data.coverage) would still flag an answer citing them, since a
-query that runs there turns a refusal into an answer.
+query that runs there turns a refusal into an answer. benchmarks/sql_agent_path.py scores benchmarks/data_route.py's
+records instead, each question as the agent runs it (first statement, repair, correction).
 """
 
 from __future__ import annotations
