@@ -85,9 +85,9 @@ def _join(select: exp.Select, table: str, sources: dict[str, str], paths: JoinPa
     hops = paths.path(sources.values(), table)
     if not hops:
         return False
-    spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}  # "T2" as written
+    spelled = _spelled(select)
     for a, b, column in hops:
-        alias = spelled.get(found := next(alias for alias, src in sources.items() if src == a), found)
+        alias = spelled.get(found := _alias_of(a, sources), found)
         select.join(exp.Table(this=exp.to_identifier(b)), on=f"{alias}.{column} = {b}.{column}", copy=False)
         sources[b] = b
         _note(changes, f"joined {b} on {alias}.{column} = {b}.{column}")
@@ -110,7 +110,7 @@ def _fix_select(select: exp.Select, schema: dict[str, dict[str, str]], paths: Jo
     own = dict(sources)  # the query's own tables, before any join of the repair's
     _fix_joins(select, sources, schema, paths, changes)
     outputs = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}  # ORDER BY total_weight
-    spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}  # "T2" as written
+    spelled = _spelled(select)
     for column in list(select.find_all(exp.Column)):
         if column.find_ancestor(exp.Select) is not select:
             continue
@@ -151,7 +151,7 @@ def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, di
         if alias not in {q for q, _ in sides} or any(q not in sources for q, _ in sides) \
                 or all(name in schema[sources[q]] for q, name in sides):
             continue
-        spelled = {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}
+        spelled = _spelled(select)
         before = {spelled.get(a, a): src for a, src in sources.items()
                   if a != alias and _read_before(a, joins[:joins.index(join)], select)}
         hops = paths.path(before.values(), sources[alias])
@@ -159,19 +159,30 @@ def _fix_joins(select: exp.Select, sources: dict[str, str], schema: dict[str, di
             continue
         added = []
         for a, b, column in hops[:-1]:
-            here = next(x for x, src in {**before, **{t: t for t in added}}.items() if src == a)
+            here = _alias_of(a, before)
+            before[b] = b
             added.append(b)
             joins.insert(joins.index(join), exp.Join(this=exp.Table(this=exp.to_identifier(b)),
                                                      on=sqlglot.condition(f"{here}.{column} = {b}.{column}"),
                                                      side=join.args.get("side")))
             sources[b] = b
         a, _, column = hops[-1]
-        here = next(x for x, src in {**before, **{t: t for t in added}}.items() if src == a)
+        here = _alias_of(a, before)
         was = on.sql(dialect="duckdb")
         join.set("on", sqlglot.condition(f"{here}.{column} = {table.alias_or_name}.{column}"))
         through = f"through {', '.join(added)}: " if added else ""
         _note(changes, f"JOIN {sources[alias]} ON {was} -> {through}ON {join.args['on'].sql(dialect='duckdb')}")
     select.set("joins", joins)
+
+
+def _spelled(select: exp.Select) -> dict[str, str]:
+    """``{alias or name, lower case: as written}`` of the tables in ``select`` ("t2": "T2")."""
+    return {t.alias_or_name.lower(): t.alias_or_name for t in select.find_all(exp.Table)}
+
+
+def _alias_of(table: str, aliases: dict[str, str]) -> str:
+    """The first alias in ``aliases`` (alias -> table) that reads ``table``."""
+    return next(alias for alias, src in aliases.items() if src == table)
 
 
 def _read_before(alias: str, joins: list[exp.Join], select: exp.Select) -> bool:
