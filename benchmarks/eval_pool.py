@@ -3,10 +3,11 @@ against runs of the same splits under another, as ``rag report`` compares two ru
 
 Run: python benchmarks/eval_pool.py --a benchmarks/results/eval-ops-sqlblind12-xeon benchmarks/results/eval-ops-sqlblind13-xeon
                                     --b benchmarks/results/eval-ops-sqlblind12-today benchmarks/results/eval-ops-sqlblind13-today
-                                    [--names before,today] [--out FILE]
+                                    [--names before,today] [--by-route] [--out FILE]
 
 The records of each side are pooled (an item id appears once per side) and paired by id (rag.stats.paired: McNemar
-for shares, a sign-flip test for means), so a change measured split by split gets one figure with one interval.
+for shares, a sign-flip test for means), so a change measured split by split gets one figure with one interval. ``--by-route`` adds the same table for
+the items of each gold route (``data_gold.route``: data, both), after the pooled one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> None:
     parser.add_argument("--a", nargs="+", type=Path, required=True, help="run folders of the first configuration")
     parser.add_argument("--b", nargs="+", type=Path, required=True, help="run folders of the second, same splits")
     parser.add_argument("--names", default="A,B", help="the two sides' names, comma-separated")
+    parser.add_argument("--by-route", action="store_true", help="also one table per gold route (data, both)")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
     args = parser.parse_args()
 
@@ -46,6 +48,11 @@ def main() -> None:
     lines = [f"{name_a}: {', '.join(shown_path(r) for r in args.a)}", "",
              f"{name_b}: {', '.join(shown_path(r) for r in args.b)}", "", f"{shared} items in both.", "",
              *render(compare_records(sides[0], sides[1], name_a, name_b or "B"), name_a, name_b or "B")]
+    routes = sorted({(r.get("data_gold") or {}).get("route") for r in sides[0]} - {None}) if args.by_route else []
+    for route in routes:
+        mine = [[r for r in side if (r.get("data_gold") or {}).get("route") == route] for side in sides]
+        lines += ["", f"### Gold route `{route}`", "",
+                  *render(compare_records(mine[0], mine[1], name_a, name_b or "B"), name_a, name_b or "B")]
     emit(lines, args.out)
 
 
