@@ -5,7 +5,8 @@
         --out benchmarks/results/router_rounds.md
 
 No model call. ``rag/data/schemalink.py`` as it was at ``--before`` (read with ``git show``) and as it is in the
-working tree each build their vocabulary from the same index and route every question of the ``--report`` splits
+working tree each build their vocabulary from the same index (``--short-names``: linking names said short, as the
+agent does by default) and route every question of the ``--report`` splits
 (FILE:SPLIT,SPLIT; any golden file whose items carry ``route``). Per split and pooled: the share routed right by each
 with its Wilson interval and the paired comparison (McNemar, exact), also without the questions that repeat one of
 an earlier split of the same files (rag.eval.overlap.near_duplicates, as benchmarks/router_learned.py counts them);
@@ -31,6 +32,13 @@ from rag.stats.intervals import compare_paired  # noqa: E402
 MODULE = "rag/data/schemalink.py"
 
 
+def _short(module: ModuleType, on: bool) -> dict:
+    """``short_names=True`` for ``module``'s Vocabulary.for_index when ``on`` and its rules know the setting."""
+    import inspect
+
+    return {"short_names": True} if on and "short_names" in inspect.signature(module.Vocabulary.for_index).parameters else {}
+
+
 def module_at(rev: str, path: str) -> ModuleType:
     """The module at ``path`` (rag/data/schemalink.py) as committed at ``rev``, imported under its own name
     (``schemalink_<rev>``) beside today's."""
@@ -48,6 +56,8 @@ def main() -> None:
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index (rag demo ops)")
     parser.add_argument("--before", required=True, help="the commit whose rules are compared with today's")
     parser.add_argument("--report", nargs="+", required=True, help="FILE:SPLIT[,SPLIT...] of route-labelled items")
+    parser.add_argument("--short-names", action="store_true", help="both vocabularies link names said short, as the "
+                        "agent's short_names (on by default) has them; rules from before the setting read whole names")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -60,7 +70,7 @@ def main() -> None:
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
     warehouse = Warehouse(index.tables_path)
     rules = {"before": module_at(args.before, MODULE), "today": today}
-    vocab = {k: m.Vocabulary.for_index(index, warehouse) for k, m in rules.items()}
+    vocab = {k: m.Vocabulary.for_index(index, warehouse, **_short(m, args.short_names)) for k, m in rules.items()}
 
     sets, pooled, pooled_new = [], [], []
     for spec in args.report:
@@ -83,7 +93,8 @@ def main() -> None:
 
     routes = {i.id: {k: m.read_cues(i.question, vocab[k]) for k, m in rules.items()} for i in pooled}
     command = (f"python benchmarks/router_rounds.py --index-dir {shown_path(args.index_dir)} --before {args.before} "
-               f"--report {' '.join(args.report)}" + (f" --out {shown_path(args.out)}" if args.out else ""))
+               f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
+               + (f" --out {shown_path(args.out)}" if args.out else ""))
     lines = ["# The cue router's rules before and after a round, on questions neither was written with", "",
              f"Command: `{command}`", "",
              f"`before`: {MODULE} at {args.before}; `today`: the working tree's. No model call.", "",
