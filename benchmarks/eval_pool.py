@@ -35,6 +35,7 @@ def main() -> None:
     from rag.stats.paired import compare_records, render
 
     name_a, _, name_b = args.names.partition(",")
+    name_b = name_b or "B"
     sides = []
     for runs in (args.a, args.b):
         records = {}
@@ -47,13 +48,16 @@ def main() -> None:
     shared = len({r["id"] for r in sides[0]} & {r["id"] for r in sides[1]})
     lines = [f"{name_a}: {', '.join(shown_path(r) for r in args.a)}", "",
              f"{name_b}: {', '.join(shown_path(r) for r in args.b)}", "", f"{shared} items in both.", "",
-             *render(compare_records(sides[0], sides[1], name_a, name_b or "B"), name_a, name_b or "B")]
-    routes = sorted({(r.get("data_gold") or {}).get("route") for r in sides[0]} - {None}) if args.by_route else []
-    for route in routes:
-        mine = [[r for r in side if (r.get("data_gold") or {}).get("route") == route] for side in sides]
-        lines += ["", f"### Gold route `{route}`", "",
-                  *render(compare_records(mine[0], mine[1], name_a, name_b or "B"), name_a, name_b or "B")]
+             *render(compare_records(sides[0], sides[1], name_a, name_b), name_a, name_b)]
+    for route in sorted({_route(r) for r in sides[0]} - {None}) if args.by_route else []:
+        mine = [[r for r in side if _route(r) == route] for side in sides]
+        lines += ["", f"### Gold route `{route}`", "", *render(compare_records(*mine, name_a, name_b), name_a, name_b)]
     emit(lines, args.out)
+
+
+def _route(record: dict) -> str | None:
+    """A record's gold route (data, both), None for an item without one."""
+    return (record.get("data_gold") or {}).get("route")
 
 
 if __name__ == "__main__":
