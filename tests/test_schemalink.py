@@ -66,6 +66,23 @@ def test_the_vocabulary_comes_from_the_tables_and_the_documents(vocab):
     ("Which carriers miss the on-time target?", "both"),
     ("How many hazardous shipments went with carriers that may not carry dangerous goods?", "both"),  # a flag's
     # description ("contains dangerous goods") is its condition, so it does not make the rule's words the tables'
+    # a comparison with a value the rows hold, and a charge left out of a figure, apply no rule
+    ("How many Rotterdam shipments arrived after the delivery date promised?", "data"),
+    ("Sum of base freight on express shipments, excluding the fuel surcharge", "data"),
+    ("Claims filed in 2024 by Rotterdam customers: how many, and what do they total?", "data"),  # counted before
+    ("How much have we paid out on claims this year?", "data"),  # summed over the table after the verb
+    ("Top 5 carriers by claim amount for 2024", "data"),  # a top few heading the question
+    ("heaviest shipment of 2024 - which customer booked it?", "data"),
+    ("Customers with a credit limit over 40,000 EUR?", "data"),  # a noun phrase asks for rows
+    ("Gold tier carriers, listed by region, with their credit limits, highest limit first", "data"),  # the column
+    ("Shipments collected in March 2024 - count?", "data"),
+    # a rule's words that are also the tables': said together by the documents, or in their plain sense
+    ("How much freight credit do customers get for shipments delivered late?", "both"),  # two columns' words
+    ("Which carriers moved hazardous shipments they are not approved to carry?", "both"),  # not the claim status
+    ("How many customers are on the standard payment terms?", "both"),  # not the service level
+    ("How much severe-delay credit went to Rotterdam customers?", "both"),  # a hyphenated term, by its parts
+    ("Which carriers end 2024 under review?", "both"),
+    ("How many delivered shipments were still inside the return window on 31 December?", "both"),
 ])
 def test_each_kind_of_question_gets_its_route(vocab, question, route):
     cues = read_cues(question, vocab)
@@ -90,6 +107,13 @@ def test_an_index_whose_tables_name_nothing_the_question_says_routes_to_the_docu
 def test_words_and_terms_read_possessives_column_names_and_inflections():
     assert words("the policy's cap on credit_limit_eur") == ["the", "policy", "cap", "on", "credit", "limit", "eur"]
     assert terms("severely delayed") == terms("a severe delay") != set()  # one root for both spellings
+    assert terms("severe delay credit") <= terms("a severe-delay credit")  # a hyphenated word also by its parts
+
+
+def test_the_tables_say_a_pair_only_when_they_put_its_words_together(vocab):
+    assert vocab.says("credit", "limit") and vocab.says("base", "freight")  # a column's name, its naming clause
+    assert vocab.says("gold", "tier") and vocab.says("promised", "date")  # a value beside its column; a date column
+    assert vocab.explains("freight") and vocab.explains("credit") and not vocab.says("freight", "credit")
 
 
 def test_values_are_read_from_columns_whatever_their_names(tmp_path):

@@ -1,8 +1,10 @@
 """Routing by schema linking: where a question's answer is, read from its wording and the index's own vocabulary.
 
 A question goes to the tables when it asks for something computed from rows of a table it names: a count ("how
-many open claims"), a total, average or share ("the average weight of express shipments"), a top few ("which
-carrier handled the most shipments"), a list ("which customers are key accounts", "are there any open claims"),
+many open claims", "claims filed in Q4: how many?"), a total, average or share ("the average weight of express
+shipments", "how much have we paid out on claims"), a top few ("which carrier handled the most shipments", "top 3
+carriers by ..."), a list ("which customers are key accounts", "are there any open claims", "customers with a
+credit limit under 10,000?"),
 or a value of a record it names ("the credit limit of Redwood Beverages B.V.", "claim CL0004"; a name said by its
 leading words, "Redwood Beverages", with ``short_names``: rag.data.shortnames). Tables are named
 by their own words: table and column names, the words a column's description names it with ("Base freight charge in
@@ -13,11 +15,20 @@ customer), and the shape of their ids (``CL0004``), all read from the database.
 Such a question goes to ``both`` when it also applies a rule that only the documents state:
 
 - it compares the rows with a threshold it names but does not give ("more than *the* standard cap", "heavy
-  *enough*", "*too* small"), where "after *their* promised date" or "after 1 July" is a value the rows hold;
+  *enough*", "*too* small"), where "after *their* promised date", "after the promised date" (a column's words) or
+  "after 1 July" is a value the rows hold;
 - it uses the words of a rule (policy, limit, deadline, target, approval, qualify, must, may, can, should, had to,
-  "in time"), where "can you", "could you" and "can I get" are requests and "break down" a grouping; or
-- it uses a term of the documents that the tables do not have: two words in a row ("fuel surcharge", "severe
-  delay") found together in a document passage and not both in the tables' vocabulary.
+  "in time"), where "can you", "could you" and "can I get" are requests and "break down" a grouping;
+- it uses a term of the documents that the tables do not say: two words in a row ("fuel surcharge", "severe
+  delay", a hyphenated "severe-delay" by its parts) found together in a document passage, unless the tables put
+  them together too (a column's name or naming clause, a value beside its column: "gold tier") or one is a table's
+  noun ("shipments handled"); "freight credit" joins words of two columns and stays the documents'. A term the
+  question leaves out ("before / excluding the fuel surcharge") applies no rule; or
+- a rule's word that is also a table value is used in its plain sense ("a carrier not *approved* to carry it",
+  "the *standard* payment terms": not the claim status or the service level).
+
+A question that names a customer or carrier and holds it against a rule ("Is Ironbridge Freight meeting our
+minimum on-time rate?") goes to ``both`` though it counts nothing.
 
 Every other question goes to the documents. A question whose main verb is a rule ("what is the heaviest a
 shipment is *allowed to* be", "what rate does a carrier *have to* stay above") asks for the rule, not for rows,
@@ -38,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
-SENTENCE = re.compile(r"[.?!;:,]\s+|\s+-\s+")  # sentences and clauses: "In Q4, which carriers ..."
+SENTENCE = re.compile(r"[.?!;:,]\s+|\s+[-\u2013\u2014]\s+")  # sentences and clauses: "In Q4, which carriers ..."
 VALUE_CHARS = 40  # longer text values (notes, descriptions) are not names a question repeats
 VALUES_PER_COLUMN = 500  # a column with more distinct values (an id, free text) gives no values to link
 VALUES_SECONDS = 1.0  # per column: a large table's column that takes longer gives no values
@@ -64,8 +75,9 @@ RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "
               "breach", "break", "breaks", "broke", "violate", "violates", "violated", "escalate", "escalated",
               "escalation", "entitled", "owe", "owed", "owes", "eligible", "qualify", "qualifies", "qualified",
               "exception", "exceptions", "retention", "probation", "penalty", "according", "need", "needs",
-              "needed", "liable", "liability", "target", "targets"}
-TALLIES = {"number", "count", "breakdown", "list", "tally"}  # "a breakdown of claims by status"
+              "needed", "liable", "liability", "target", "targets", "allow", "allows", "cleared", "due", "definition",
+              "review", "compliance", "breaches", "window"}
+TALLIES = {"number", "count", "breakdown", "list", "tally", "split"}  # "a breakdown of claims by status"
 REQUESTS = {"i", "we", "you"}  # "I need a count of ...": a request, not a rule
 MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
 QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
@@ -75,7 +87,7 @@ COMPARE = {"than", "above", "below", "over", "under", "exceed", "exceeds", "exce
            "outside", "after", "before"}
 THRESHOLD = {"the", "a", "an", "our", "your", "what"}  # "more than the cap", "exceed what we owe"; "their", "its":
 # a value of the row itself
-QUESTION_START = {"what", "which", "who", "list", "show", "name", "give", "find", "check", "compare", "rank", "sort",
+QUESTION_START = {"what", "whats", "which", "who", "list", "show", "name", "give", "find", "check", "compare", "rank", "sort",
                   "count", "pull", "get", "tally", "flag"}  # not "do
 # shipments count ...?": a yes/no question asks about rows only with a quantifier ("are any claims ...")
 QUANTIFIERS = {"any", "all", "every", "each"}
@@ -84,6 +96,8 @@ YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are sh
 ID_NOUNS = {"number", "no", "ref", "reference", "code"}  # what people call an id column: "the shipment number"
 PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break down X by Y": a
 # grouping, not a broken rule
+EXCLUDING = {"before", "excluding", "ex"}  # "before fuel surcharge": a charge left out of a figure
+PREPOSITIONS = {"on", "in", "for", "from", "across", "over", "of"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
 
@@ -136,14 +150,21 @@ def root(word: str) -> str:
     return word
 
 
+def _adjacent(toks: list[str]) -> set[tuple[str, str]]:
+    return {(root(a), root(b)) for a, b in zip(toks, toks[1:])}
+
+
 def _content(word: str) -> bool:
     return word not in STOP and not word.isdigit() and word not in MONTHS and len(word) > 1
 
 
 def terms(text: str) -> set[tuple[str, str]]:
-    """The two-word terms of ``text``: adjacent content words, by root."""
-    toks = words(text)
-    return {(root(a), root(b)) for a, b in zip(toks, toks[1:]) if _content(a) and _content(b)}
+    """The two-word terms of ``text``: adjacent content words, by root; a hyphenated word also as its parts
+    ("severe-delay credit" has "severe delay" and "delay credit")."""
+    found: set[tuple[str, str]] = set()
+    for toks in (words(text), words(text.replace("-", " "))):
+        found |= {(root(a), root(b)) for a, b in zip(toks, toks[1:]) if _content(a) and _content(b)}
+    return found
 
 
 def value_words(text: str) -> tuple[str, ...]:
@@ -174,6 +195,7 @@ class Vocabulary:
     doc_terms: set[tuple[str, str]] = field(default_factory=set)  # terms found in the documents
     # per "table.column", its distinct text values as stored (column_values), for rag.data.valuelinks
     column_values: dict[str, list[str]] = field(default_factory=dict)
+    pairs: set[tuple[str, str]] = field(default_factory=set)  # roots of two words the tables say together (below)
     short: Any = None  # rag.data.shortnames.ShortNames: names said by their leading words ("Birch Foods"); None: off
 
     @classmethod
@@ -199,6 +221,15 @@ class Vocabulary:
                     vocab.column_phrases |= {(parts[0], w) for w in ID_NOUNS}
                 if "BOOL" not in kind:  # a flag's description is its condition, often a rule's own term
                     vocab.described |= {root(w) for w in words(_naming_clause(col.get("description"))) if _content(w)}
+                    vocab.pairs |= _adjacent(words(_naming_clause(col.get("description"))))
+                vocab.pairs |= _adjacent(words(col["name"]))
+                if "DATE" in kind or "TIMESTAMP" in kind:  # "promised date", "collection date" for promised_on
+                    said = words(col["name"]) + words(_naming_clause(col.get("description")))
+                    vocab.pairs |= {(root(w), "date") for w in said if _content(w)}
+                for text in (values or {}).get(f'{table["name"]}.{col["name"]}', ()):  # "gold tier", "express
+                    vocab.pairs |= _adjacent(words(text))  # service", "status open": a value beside its column
+                    vocab.pairs |= {p for v in words(text) for c in words(col["name"])
+                                    for p in ((root(v), root(c)), (root(c), root(v)))}
                 vocab.ids |= {s for s in map(id_shape, col.get("examples", [])) if s}
         for texts in (values or {}).values():
             for text in texts:
@@ -238,6 +269,18 @@ class Vocabulary:
                    if min(len(r), len(mine)) >= 4) or any(word in v for v in self.values)
 
 
+    def says(self, a: str, b: str) -> bool:
+        """Whether the tables say ``a b`` themselves: both words are theirs (:meth:`explains`) and said together,
+        in a column's name or naming clause ("base freight", "credit limit"), a value, or a value beside its
+        column's name ("gold tier"); "freight credit" or "weight limit" join words of two columns, a document's
+        term."""
+        if not (self.explains(a) and self.explains(b)):
+            return False
+        near = lambda x, y: x == y or min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x))  # noqa: E731
+        ra, rb = root(a), root(b)
+        return any(near(ra, p) and near(rb, q) for p, q in self.pairs)
+
+
 @dataclass
 class Cues:
     """What the wording of one question says, and the route it leads to (with the words that decided it)."""
@@ -270,7 +313,11 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     rule = _rule(toks, linked, vocab)
     if strong:
         return Cues(rows=strong, rule=rule)
-    if weak and not _asks_rule(toks) and (toks[0] not in YES_NO or _polite(toks, 0)):  # a yes/no question asks whether a
+    named = sorted(j for j, kind in linked.items() if kind == "name")
+    if named and rule and not weak:  # "Is Ironbridge Freight meeting our minimum on-time rate?": a record named
+        return Cues(rows=f"names {' '.join(toks[j] for j in named)}", rule=rule)  # and held against a rule
+    asks = any(toks[s] in QUESTION_START for s in starts if s)  # "Do key accounts ship more? Compare the ..."
+    if weak and not _asks_rule(toks) and (toks[0] not in YES_NO or _polite(toks, 0) or asks):  # a yes/no question asks whether a
         # rule holds ("are lost shipments counted in the on-time percentage?"); with "any" it counts rows (strong)
         return Cues(rows=weak, rule=rule)
     return Cues(rows=None, rule=rule if weak else None)
@@ -308,6 +355,7 @@ def _linked(toks: list[str], stems: list[str], vocab: Vocabulary) -> dict[int, s
 def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], linked: dict[int, str],
           vocab: Vocabulary) -> tuple[str | None, str | None]:
     """(a strong reason: counts or lists rows outright; a weak one: an aggregate, a top few or a record's value)."""
+    count = None  # a weak count, kept while a strong reason may still come
     table = lambda j: stems[j] in vocab.tables  # noqa: E731
     plural = lambda j: table(j) and toks[j] != stems[j] and toks[j - 1] not in {"a", "an"}  # noqa: E731 "a claims
     # handler": a plural after "a" is a noun's modifier
@@ -316,14 +364,22 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
             span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
             end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS), span.stop)
             hit = next((j for j in range(i + 2, end) if table(j)), next((j for j in range(i + 2, end) if j in nouns), None))
-            if hit is None and end == i + 2:  # "of the paid claims, how many were ...": counted before
-                hit = next((j for j in range(i - 1, -1, -1) if table(j)), None)
+            if hit is None and (end == i + 2 or i + 2 in starts):  # "of the paid claims, how many were ...",
+                hit = next((j for j in range(i - 1, -1, -1) if table(j)), None)  # "claims in Q4: how many, and"
             if hit is not None and table(hit):
                 return f"asks how {toks[i + 1]} ({toks[hit]})", None
             if hit is not None:  # a column's word ("how many levels"): weak, a rule question may say it too
                 return None, f"asks how {toks[i + 1]} ({toks[hit]})"
+            clause = next((s for s in sorted(starts) if s > i), len(toks))  # "how much have we paid out on claims":
+            later = next((j for j in range(end, clause) if plural(j) and toks[i + 1] == "much"  # what is summed
+                          and any(t in PREPOSITIONS for t in toks[j - 2:j])), None)  # follows a preposition;
+            counted = next((j for j in range(i + 2, end) if linked.get(j) == "value"), None)  # "how many express
+            if count is None and (later is not None or counted is not None):  # bookings": a value counted
+                count = f"asks how {toks[i + 1]} ({toks[later if later is not None else counted]})"
         if toks[i] in TALLIES and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
             return f"asks for the {toks[i]} of {toks[i + 2]}", None
+        if toks[i + 1] in TALLIES and i + 2 == len(toks) and i + 1 in starts and any(map(table, range(i + 1))):  # "... - count?"
+            return f"asks for a {toks[i + 1]}", None
         if toks[i + 1] == "counts" and table(i):  # "monthly shipment counts" ("do lost shipments count": a verb)
             return f"asks for {toks[i]} {toks[i + 1]}", None
     for i in starts:
@@ -343,6 +399,8 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
     others = [i for i in nouns | {i for i, kind in linked.items() if kind != "name"} if i not in named]
     if named and (others or len(_runs(named)) > 1):  # "did Kite Foods ship to Copenhagen", "Granite's credit line"
         return f"names {' '.join(toks[i] for i in sorted(named))}", None
+    if count:
+        return None, count
     if not nouns:
         return None, None
     agg = next((t for t in toks if t in AGGREGATES), None)
@@ -352,8 +410,13 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
         if t in {"per", "each", "by"} and (i + 1 in nouns or toks[i + 1] in {"month", "year", "quarter", "week"}):
             return None, f"asks per {toks[i + 1]}"
     sup = next((t for t in toks if t in SUPERLATIVES), None)
-    if sup and any(t in QUESTION_START for t in toks[:3]):  # "in which month were the most claims filed"
+    if sup and (any(t in QUESTION_START for t in toks[:3]) or any(toks[s] in QUESTION_START for s in starts)
+                or any(t in SUPERLATIVES for s in starts for t in toks[s:s + 2])):  # "in which month were the most
+        # claims filed", "top 3 carriers by ...", "biggest single claim? which customer"
         return None, f"asks for the {sup} {toks[min(nouns)]}"
+    heads = [j for s in starts for j in range(s, min(len(toks), s + 2)) if table(j)]  # "Customers with a credit
+    if heads and (sup or not any(t in VERBS | MODALS for t in toks)):  # limit under 10,000?", "carrier with the
+        return None, f"asks for the {toks[heads[0]]}"  # lowest average claim amount?": a noun phrase asks for rows
     for i in starts:  # "which key accounts ...": a column's plural, weak (a rule question may say it too)
         j = next((j for j in range(i + 1, min(len(toks), i + 4)) if j in nouns and toks[j] != stems[j]), None)
         if toks[i] in QUESTION_START and j is not None:
@@ -380,18 +443,23 @@ def _asks_rule(toks: list[str]) -> bool:
 
 
 def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | None:
+    excluded = _excluded(toks)
     for i, t in enumerate(toks[:-1]):
         nxt = toks[i + 1]
         if t in COMPARE and nxt in THRESHOLD and i + 2 < len(toks) and not (
-                toks[i + 2].isdigit() or toks[i + 2] in MONTHS or toks[i + 2] in {"first", "last", "end", "start"}):
+                toks[i + 2].isdigit() or toks[i + 2] in MONTHS or toks[i + 2] in {"first", "last", "end", "start"}
+                or _row_value(toks[i + 2:i + 4], vocab) or i + 2 in excluded):
             return f"compares with a threshold it does not give ('{' '.join(toks[i:i + 5])}')"
+    columns = {stem(toks[j]) for j, kind in linked.items() if kind == "column"}
     for i, t in enumerate(toks):
-        if i in linked:
+        if t in RULE_WORDS and linked.get(i) == "value" and _plain_sense(toks, i, linked, vocab):
+            return f"names a rule ('{t}')"
+        if i in linked or i in excluded:
             continue
-        if t in {"need", "needs"} and i and toks[i - 1] in REQUESTS:
+        if t in {"need", "needs"} and i and toks[i - 1] in REQUESTS and toks[i + 1:i + 2] != ["to"]:
             continue
-        if i + 1 < len(toks) and (t, toks[i + 1]) in PHRASAL:
-            continue
+        if t in {"break", "broken", "breaks"} and "down" in toks[i + 1:i + 5] or stem(t) in columns:  # "break the
+            continue  # claims down by status"; "limit" after "credit limits" is the column again
         if t in RULE_WORDS or t in IMPLICIT or t in MODALS | {"can"} and not _month_may(toks, i) and not _polite(toks, i):
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
@@ -400,17 +468,59 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
             return f"compares with a deadline it does not give ('{t} {toks[i + 1]}')"
     for a in range(len(toks) - 1):
         b = a + 1
-        if a in linked and b in linked or not (_content(toks[a]) and _content(toks[b])):
+        if a in linked and b in linked or not (_content(toks[a]) and _content(toks[b])) or a in excluded:
             continue
-        if (root(toks[a]), root(toks[b])) in vocab.doc_terms and not (vocab.explains(toks[a]) and vocab.explains(toks[b])):
-            return f"uses a term of the documents ('{toks[a]} {toks[b]}')"
+        if stem(toks[a]) in vocab.tables or stem(toks[b]) in vocab.tables:  # "customer raised", "shipments
+            continue  # handled": a table's own noun with its verb
+        for x, y in _pairs(toks[a], toks[b]):
+            if (root(x), root(y)) in vocab.doc_terms and not vocab.says(x, y):
+                return f"uses a term of the documents ('{toks[a]} {toks[b]}')"
     return None
+
+
+def _pairs(a: str, b: str) -> list[tuple[str, str]]:
+    """The word pairs two adjacent words make, hyphenated words also by their parts: ("severe-delay", "credits")
+    -> (severe-delay, credits), (severe, delay), (delay, credits)."""
+    parts = [p for p in a.split("-") if len(p) > 3] + [p for p in b.split("-") if len(p) > 3]  # not "non-key"
+    return [(a, b)] + [(x, y) for x, y in zip(parts, parts[1:]) if _content(x) and _content(y)] if "-" in a + b else [(a, b)]
+
+
+def _plain_sense(toks: list[str], i: int, linked: dict[int, str], vocab: Vocabulary) -> bool:
+    """Whether a rule's word that is also a table value ("approved", a claim status; "standard", a service level)
+    is used in its plain sense: before "to"/"for" ("approved to carry"), or beside another table's noun or column
+    ("an approved carrier", "standard payment terms")."""
+    nxt = toks[i + 1] if i + 1 < len(toks) else ""
+    if nxt in {"to", "for"}:
+        return True
+    own = {w for key, texts in vocab.column_values.items() if any(toks[i] in words(v) for v in texts)
+           for w in map(stem, words(key.replace(".", " ")))}  # the value's table and column: claims, status
+    return bool(nxt) and (stem(nxt) in vocab.tables or linked.get(i + 1) == "column") and stem(nxt) not in own
+
+
+def _row_value(after: list[str], vocab: Vocabulary) -> bool:
+    """Whether the words after "than the", "after the" are a value the rows hold or compute: a column's words not
+    followed by a rule's ("the promised date", "the delivery date"; not "the weight limit"), or an aggregate ("the
+    average across all")."""
+    return bool(after) and (after[0] in AGGREGATES or vocab.explains(after[0]) and after[0] not in RULE_WORDS
+                            and not any(w in RULE_WORDS for w in after[1:]))
+
+
+def _excluded(toks: list[str]) -> set[int]:
+    """Positions of what a question leaves out of its figure: "(before / excluding) (the) fuel
+    surcharge" names a charge the answer must not add, not a rule it applies."""
+    out: set[int] = set()
+    for i, t in enumerate(toks):
+        if t in EXCLUDING:
+            j = i + 2 if i + 1 < len(toks) and toks[i + 1] in {"the", "any"} else i + 1
+            if j + 1 < len(toks) and _content(toks[j]) and _content(toks[j + 1]) and toks[j] not in RULE_WORDS:
+                out |= {j, j + 1}
+    return out
 
 
 def _month_may(toks: list[str], i: int) -> bool:
     """'in May 2024': the month, not the modal."""
-    return toks[i] == "may" and (i > 0 and toks[i - 1] in {"in", "of", "since", "until", "during"}
-                                 or i + 1 < len(toks) and toks[i + 1].isdigit())
+    return toks[i] == "may" and (i > 0 and toks[i - 1] in {"in", "of", "since", "until", "during"} | MONTHS
+                                 or i + 1 < len(toks) and (toks[i + 1].isdigit() or toks[i + 1] in MONTHS))
 
 
 def column_values(record: dict[str, Any], warehouse: Any) -> dict[str, list[str]]:
