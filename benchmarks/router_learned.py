@@ -44,6 +44,9 @@ def main() -> None:
     parser.add_argument("--train", default="heldout,blind,fresh,third", help="splits of --labels learned from")
     parser.add_argument("--report", default="final,sixth", help="splits of --labels reported on")
     parser.add_argument("--golden", type=Path, help="the demo's golden set (default: beside the index)")
+    parser.add_argument("--short-names", action="store_true", help="the cue router links names said short, as the "
+                        "agent's short_names (on by default) has it; without it, whole names only (the reports before "
+                        "2026-12-07 afternoon)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -55,7 +58,7 @@ def main() -> None:
     from rag.index.store import Index
 
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
-    vocab = Vocabulary.for_index(index, Warehouse(index.tables_path))
+    vocab = Vocabulary.for_index(index, Warehouse(index.tables_path), short_names=args.short_names)
     train = [s for s in args.train.split(",") if s]
     index.query_encoder.encode(["warm up"])  # the encoder's load is not the fit's
     start = time.perf_counter()
@@ -81,7 +84,8 @@ def main() -> None:
     timing = {"cues": [], "learned": []}
     lines = ["# The learned router against the cue router, on questions neither chose on", "",
              f"Command: `python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index --train {args.train} "
-             f"--report {args.report}`", "",
+             f"--report {args.report}" + (" --short-names" if args.short_names else "")
+             + (f" --out {args.out.as_posix()}" if args.out else "") + "`", "",
              f"Learned from {args.labels.name}, splits {', '.join(train)}: {sum(learned.counts.values())} questions "
              f"({', '.join(f'{n} {r}' for r, n in learned.counts.items())}). No model call in either router.", "",
              "| questions | n | cues | learned | paired (McNemar) | " + " | ".join(f"route {r}: cues / learned" for r in ROUTES) + " |",
