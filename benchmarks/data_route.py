@@ -23,7 +23,9 @@ the default ``sql_sample_temperature``, and scores the one whose result the most
 "values"``, rag.data.valuelinks); ``+names`` only the names and ids (``sql_links = "names"``), ``+names+short`` also
 a name said by its leading words ("Birch Foods", ``short_names``, rag.data.shortnames), ``+names+short+paths`` also
 the join path from a table asked about to a named record's (``sql_join_paths``, rag.data.joinpaths); the router's
-``cues+short`` links short names too. Corrections (``--correct``): ``sql+correct`` is the agent's form (``sql+names+short+paths+correct`` with the
+``cues+short`` links short names too. ``+figures`` lists the passages' sentences that state a figure, those sharing
+most words with the question first (FIGURES of them), ahead of the passages; ``+figinline`` adds the first of them to
+the question (measured on 2026-12-07 and not built: benchmarks/results/sql_figures_test.md). Corrections (``--correct``): ``sql+correct`` is the agent's form (``sql+names+short+paths+correct`` with the
 default's value links); ``:redrawN`` draws a
 correction that repeats the failed statement again at ``sql_sample_temperature`` with seeds 1..N until it differs
 (measured at commit 15cde36 as the agent's ``sql_redraws``, then reverted: benchmarks/results/sql_redraws.md).
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import re
 import statistics
@@ -224,6 +227,37 @@ def _correct_one(variant: str, predict, item, schema: str, documents: str, wareh
             "redrawn": drawn, "latency_s": time.perf_counter() - start, "tokens_in": stats.tokens_in}
 
 
+FIGURES = 3  # ``+figures``: the figure sentences listed ahead of the documents
+
+
+def figure_sentences(question: str, passages: list[str]) -> list[str]:
+    """The passages' sentences that state a figure (a digit in them), most words shared with ``question`` first
+    (ties in reading order): what a ``both`` question's statement has to apply."""
+    from rag.data.schemalink import _content, root, words
+
+    asked = {root(w) for w in words(question) if _content(w)}
+    found = []
+    for text in passages:
+        for line in text.splitlines():
+            for sentence in re.split(r"(?<=[.!?])\s+", line.strip().lstrip("-*# ").strip()):
+                if re.search(r"\d", sentence) and sentence not in found:
+                    found.append(sentence)
+    shared = {s: len(asked & {root(w) for w in words(s) if _content(w)}) for s in found}
+    return sorted(found, key=lambda s: -shared[s])
+
+
+def _with_figures(variant: str, question: str, passages: list[str], documents: str) -> tuple[str, str]:
+    """``+figures``: the top figure sentences listed ahead of the documents; ``+figinline``: the best one after
+    the question. Other variants: both unchanged."""
+    figures = figure_sentences(question, passages) if "+fig" in variant else []
+    if not figures:
+        return question, documents
+    if "+figinline" in variant:
+        return f"{question} (the documents: '{figures[0]}')", documents
+    listed = "\n".join(f"- {f}" for f in figures[:FIGURES])
+    return question, f"Figures the documents state:\n{listed}\n\n{documents}"
+
+
 def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, lm, first: dict | None = None,
          examples=None, links=None) -> dict:
     from rag.agent.dataroute import documents_text
@@ -240,10 +274,12 @@ def _run(role: str, variant: str, predict, item, schema: str, index, warehouse, 
     schema += section(named)
     gold = sorted(gold_chunk_ids(item, index.chunks)) if item.meta["route"] == "both" else []
     hits = [Hit(chunk_id=c, text=index.by_id[c].text, title="", source="", rank=0, score=0.0, stages={}) for c in gold]
+    question, documents = _with_figures(variant, item.question, [h.text for h in hits], documents_text(hits))
+    item = dataclasses.replace(item, question=question) if question != item.question else item
     if role == "correct":
-        rec = _correct_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, first)
+        rec = _correct_one(variant, predict, item, schema, documents, warehouse, lm, first)
     else:
-        rec = _sql_one(variant, predict, item, schema, documents_text(hits), warehouse, lm, examples)
+        rec = _sql_one(variant, predict, item, schema, documents, warehouse, lm, examples)
     return {**rec, "links": named} if rec is not None and named else rec
 
 
