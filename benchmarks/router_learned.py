@@ -8,7 +8,8 @@ exactly as ``router = "learned"`` fits it in the agent; both routers then route 
 splits (each also without its questions that repeat one learned from: :func:`repeating`) and of the demo's own golden
 set (beside the index; none of its items is learned from). Per set: the share
 routed right with its Wilson interval, the paired comparison (McNemar, exact), right/items per gold route; then the
-seconds the fit takes and the median milliseconds per routed question, side by side.
+seconds the fit takes and the median milliseconds per routed question, side by side. ``--combined`` adds the two
+together, ``both`` where they disagree (the safe route on doubt), against the cues alone.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def main() -> None:
     parser.add_argument("--short-names", action="store_true", help="the cue router links names said short, as the "
                         "agent's short_names (on by default) has it; without it, whole names only (the reports before "
                         "2026-12-07 afternoon)")
+    parser.add_argument("--combined", action="store_true", help="also a table of the two combined, `both` where "
+                        "they disagree, against the cues alone")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -85,19 +88,24 @@ def main() -> None:
     lines = ["# The learned router against the cue router, on questions neither chose on", "",
              f"Command: `python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index --train {args.train} "
              f"--report {args.report}" + (" --short-names" if args.short_names else "")
+             + (" --combined" if args.combined else "")
              + (f" --out {args.out.as_posix()}" if args.out else "") + "`", "",
              f"Learned from {args.labels.name}, splits {', '.join(train)}: {sum(learned.counts.values())} questions "
              f"({', '.join(f'{n} {r}' for r, n in learned.counts.items())}). No model call in either router.", "",
              "| questions | n | cues | learned | paired (McNemar) | " + " | ".join(f"route {r}: cues / learned" for r in ROUTES) + " |",
              "|---|---|---|---|---|" + "---|" * len(ROUTES)]
     misses: list[str] = []
+    combined = ["", "Combined (`both` where the two disagree) against the cues alone:", "",
+                "| questions | n | cues | combined | paired (McNemar) |", "|---|---|---|---|---|"]
     for name, items, list_misses in sets:
-        cues, mine = [], []
+        cues, mine, both = [], [], []
         for item in items:
             t0 = time.perf_counter()
-            cues.append(read_cues(item.question, vocab).route == item.meta["route"])
+            cue = read_cues(item.question, vocab).route
+            cues.append(cue == item.meta["route"])
             t1 = time.perf_counter()
             got = learned.route(item.question)[0]
+            both.append((cue if cue == got else "both") == item.meta["route"])
             timing["cues"].append(t1 - t0)
             timing["learned"].append(time.perf_counter() - t1)
             mine.append(got == item.meta["route"])
@@ -109,11 +117,15 @@ def main() -> None:
                      f"{sum(i.meta['route'] == r for i in items)}" for r in ROUTES]
         lines.append(f"| {name} | {len(items)} | {share(sum(cues), len(items))} | {share(sum(mine), len(items))} | "
                      f"{c.only_a} worse, {c.only_b} better, p={c.p:.3f} | " + " | ".join(per_route) + " |")
+        j = compare_paired([float(x) for x in cues], [float(x) for x in both], "cues", "combined")
+        combined.append(f"| {name} | {len(items)} | {share(sum(cues), len(items))} | {share(sum(both), len(items))} | "
+                        f"{j.only_a} worse, {j.only_b} better, p={j.p:.3f} |")
     cue_ms, learned_ms = (statistics.median(timing[k]) * 1000 for k in ("cues", "learned"))
     lines += ["", "| router | fit when the agent is built (s) | per question, median (ms) | per question, ratio to cues |",
               "|---|---|---|---|",
               f"| cues | - | {cue_ms:.2f} | 1.00 |",
               f"| learned | {fit_s:.2f} | {learned_ms:.2f} | {learned_ms / cue_ms:.2f} |",
+              *(combined if args.combined else []),
               "", "What the learned router gets wrong:", "", *misses]
     emit(lines, args.out)
 
