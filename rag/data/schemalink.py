@@ -32,11 +32,7 @@ minimum on-time rate?") goes to ``both`` though it counts nothing.
 
 Every other question goes to the documents. A question whose main verb is a rule ("what is the heaviest a
 shipment is *allowed to* be", "what rate does a carrier *have to* stay above") asks for the rule, not for rows,
-unless it counts or lists rows outright ("how many claims *should* have been escalated"); a count that is the
-rule's own figure ("how many delivered shipments does a carrier *need* before ...", "the *minimum number of*
-deliveries") asks for the rule too. A plural that starts as a date column's words do ("deliveries" for
-``delivered_on``, "collections" for a column described as "Date the shipment was collected") names that table's
-rows.
+unless it counts or lists rows outright ("how many claims *should* have been escalated").
 
 Why not only the model: on the embedded 1.5B model the SourceRouter signature answers close to one constant route
 whatever the question (benchmarks/results/data_route.md). The cues need no model call and say which words decided.
@@ -102,8 +98,6 @@ PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", 
 # grouping, not a broken rule
 EXCLUDING = {"before", "excluding", "ex"}  # "before fuel surcharge": a charge left out of a figure
 PREPOSITIONS = {"on", "in", "for", "from", "across", "over", "of"}
-NEEDS = {"need", "needs", "require", "requires"}  # "how many X does a Y need": asks for the rule's figure
-EVENT_PREFIX = 7  # "deliveries" and "collections" name the rows of delivered_on's and "collected"'s table
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
 
@@ -203,9 +197,6 @@ class Vocabulary:
     column_values: dict[str, list[str]] = field(default_factory=dict)
     pairs: set[tuple[str, str]] = field(default_factory=set)  # roots of two words the tables say together (below)
     short: Any = None  # rag.data.shortnames.ShortNames: names said by their leading words ("Birch Foods"); None: off
-    # the leading letters of the words naming a date column (delivered_on, "Date the shipment was collected"): a
-    # plural that starts so ("deliveries", "collections") names the rows of that column's table
-    events: set[str] = field(default_factory=set)
 
     @classmethod
     def from_record(cls, record: dict[str, Any], values: dict[str, list[str]] | None = None,
@@ -235,8 +226,6 @@ class Vocabulary:
                 if "DATE" in kind or "TIMESTAMP" in kind:  # "promised date", "collection date" for promised_on
                     said = words(col["name"]) + words(_naming_clause(col.get("description")))
                     vocab.pairs |= {(root(w), "date") for w in said if _content(w)}
-                    vocab.events |= {w[:EVENT_PREFIX] for w in said if len(w) >= EVENT_PREFIX and _content(w)
-                                     and stem(w) not in vocab.tables}
                 for text in (values or {}).get(f'{table["name"]}.{col["name"]}', ()):  # "gold tier", "express
                     vocab.pairs |= _adjacent(words(text))  # service", "status open": a value beside its column
                     vocab.pairs |= {p for v in words(text) for c in words(col["name"])
@@ -280,10 +269,6 @@ class Vocabulary:
                    if min(len(r), len(mine)) >= 4) or any(word in v for v in self.values)
 
 
-    def event(self, word: str) -> bool:
-        """Whether ``word`` is a plural naming the rows of a date column's table ("deliveries", "collections")."""
-        return stem(word) != word and word[:EVENT_PREFIX] in self.events and stem(word) not in self.columns
-
     def says(self, a: str, b: str) -> bool:
         """Whether the tables say ``a b`` themselves: both words are theirs (:meth:`explains`) and said together,
         in a column's name or naming clause ("base freight", "credit limit"), a value, or a value beside its
@@ -323,7 +308,7 @@ def read_cues(question: str, vocab: Vocabulary) -> Cues:
     for start, end, _, _ in vocab.short.spans(question) if vocab.short is not None else ():  # "Birch Foods", and
         if not any(linked.get(j) == "name" for j in range(start, end)):  # "Alder Chemicals" over the segment's value
             linked.update({j: "name" for j in range(start, end)})
-    nouns = {i for i, s in enumerate(stems) if s in vocab.tables or s in vocab.columns or vocab.event(toks[i])}
+    nouns = {i for i, s in enumerate(stems) if s in vocab.tables or s in vocab.columns}
     strong, weak = _rows(toks, stems, starts, nouns, linked, vocab)
     rule = _rule(toks, linked, vocab)
     if strong:
@@ -371,15 +356,13 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
           vocab: Vocabulary) -> tuple[str | None, str | None]:
     """(a strong reason: counts or lists rows outright; a weak one: an aggregate, a top few or a record's value)."""
     count = None  # a weak count, kept while a strong reason may still come
-    table = lambda j: stems[j] in vocab.tables or vocab.event(toks[j])  # noqa: E731
+    table = lambda j: stems[j] in vocab.tables  # noqa: E731
     plural = lambda j: table(j) and toks[j] != stems[j] and toks[j - 1] not in {"a", "an"}  # noqa: E731 "a claims
     # handler": a plural after "a" is a noun's modifier
     for i in range(len(toks) - 1):
         if toks[i] == "how" and toks[i + 1] in {"many", "much"}:  # the counted words end at the verb:
             span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
             end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS), span.stop)
-            if end < len(toks) and toks[end] in {"does", "do"} and NEEDS & set(toks[end + 1:end + 5]):
-                continue  # "how many delivered shipments does a carrier need before ...": a rule's own figure
             hit = next((j for j in range(i + 2, end) if table(j)), next((j for j in range(i + 2, end) if j in nouns), None))
             if hit is None and (end == i + 2 or i + 2 in starts):  # "of the paid claims, how many were ...",
                 hit = next((j for j in range(i - 1, -1, -1) if table(j)), None)  # "claims in Q4: how many, and"
@@ -393,9 +376,7 @@ def _rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], 
             counted = next((j for j in range(i + 2, end) if linked.get(j) == "value"), None)  # "how many express
             if count is None and (later is not None or counted is not None):  # bookings": a value counted
                 count = f"asks how {toks[i + 1]} ({toks[later if later is not None else counted]})"
-        if toks[i] in TALLIES and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)) \
-                and not (i and toks[i - 1] in {"minimum", "maximum", "min", "max"}):  # "the minimum number of
-            # delivered shipments before a carrier gets a rate": a rule's own figure
+        if toks[i] in TALLIES and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
             return f"asks for the {toks[i]} of {toks[i + 2]}", None
         if toks[i + 1] in TALLIES and i + 2 == len(toks) and i + 1 in starts and any(map(table, range(i + 1))):  # "... - count?"
             return f"asks for a {toks[i + 1]}", None
