@@ -185,8 +185,9 @@ class Settings:
     # customers.name (its customer_id is 'CU005')"); "values" = those and every category value ("'express'"); "off"
     sql_links: str = "names"
     # a customer or carrier said by the leading words of its name ("Birch Foods" for 'Birch Foods S.p.A.', "Bluefin"
-    # written capitalised) links to it when no other value starts with them: the value links above give the stored
-    # name and its key, and the cue router counts it as naming a record (rag.data.shortnames); false = whole names only
+    # written capitalised, or "bluefin" in a question typed all in lower case) links to it when no other value
+    # starts with them: the value links above give the stored name and its key, and the cue router counts it as
+    # naming a record (rag.data.shortnames); false = whole names only
     short_names: bool = True
     # with the value links: a table the question asks about that reaches a named record's table only through another
     # ("Linden Textiles' claims": claims hold no customer_id) gets a line with the join path, read from the schema

@@ -36,13 +36,17 @@ def test_the_leading_words_of_one_name_link_to_it_and_shared_ones_do_not(tables)
     assert short.spans("How many claims has Nobody Foods filed?") == []
 
 
-def test_one_word_links_only_capitalised_inside_the_question_and_never_a_table_word(tables):
+def test_one_word_links_capitalised_inside_the_question_or_in_one_typed_all_lower_case(tables):
     _, _, values, short = tables
     carriers = values["carriers.name"]
     name, head = unique_prefix(carriers, 1)
     assert [text for _, _, text, _ in short.spans(f"Is {head} under review?")] == [name]
-    assert short.spans(f"is {head.lower()} under review?") == []  # not written as a name
+    assert short.spans(f"Is {head.lower()} under review?") == []  # the writer uses capitals, not for this word
     assert short.spans(f"{head} shipments in May") == []  # the first word is capitalised anyway
+    # typed without any capital, case tells nothing: the unique leading word links, first or not
+    assert [text for _, _, text, _ in short.spans(f"is {head.lower()} under review?")] == [name]
+    assert [text for _, _, text, _ in short.spans(f"{head.lower()} shipments in may")] == [name]
+    assert short.spans("how many express claims in may") == []  # a table or category word never links
     assert ("express",) not in short.forms and ("claim",) not in short.forms
 
 

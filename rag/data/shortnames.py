@@ -6,8 +6,9 @@ filter on the short form finds no row and a reader matching whole values sees no
 words link to a stored name when they are its leading words and start no other value of any text column:
 
 - two or more leading words ("birch foods"), fewer than the whole name, not themselves a whole value;
-- one word ("Bluefin") only when the question writes it capitalised and not as its first word, and no table or
-  column of the tables is called by it, so "Express" or "Claims" never becomes a carrier.
+- one word ("Bluefin") only when the question writes it capitalised and not as its first word, or the question is
+  typed all in lower case ("is bluefin under review"), where case says nothing; and no table or column of the
+  tables is called by it, so "Express" or "Claims" never becomes a carrier.
 
 Only names link (values of a column with NAMES_FROM or more distinct values: a customer, a carrier, a city), never
 a category. Both readers of names use it: the value links the SQL writer is told (rag.data.valuelinks) and the cue
@@ -57,13 +58,14 @@ class ShortNames:
         """(start, end, name as stored, its columns) per short name in ``question``, by the positions of
         rag.data.schemalink.words; longest first, none overlapping another."""
         toks, cased = words(question), words(question, cased=True)
+        lower = question == question.lower()  # typed without capitals: case tells a name from a word nowhere
         found: list[tuple[int, int, str, list[str]]] = []
         for n in range(min(LONGEST, len(toks)), 0, -1):
             for i in range(len(toks) - n + 1):
                 hit = self.forms.get(tuple(toks[i:i + n]))
                 if hit is None or any(s < i + n and i < e for s, e, _, _ in found):
                     continue
-                if n == 1 and not (i > 0 and len(cased) == len(toks) and cased[i][:1].isupper()
+                if n == 1 and not ((lower or i > 0 and len(cased) == len(toks) and cased[i][:1].isupper())
                                    and stem(toks[i]) not in self.schema_words):
                     continue
                 found.append((i, i + n, *hit))
