@@ -16,6 +16,8 @@ then every question whose route changed, and what today's rules still get wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import importlib.util
 import subprocess
 import sys
@@ -39,6 +41,22 @@ def _short(module: ModuleType, on: bool) -> dict:
     return {"short_names": True} if on and "short_names" in inspect.signature(module.Vocabulary.for_index).parameters else {}
 
 
+@contextlib.contextmanager
+def _modules_at(rev: str, paths: list[str]):
+    """While inside, each module of ``paths`` (rag/data/shortnames.py) imports as committed at ``rev``: a module
+    the rules import when they build their vocabulary is then the one of their day."""
+    saved = {}
+    for path in paths:
+        name = path.removesuffix(".py").replace("/", ".")
+        importlib.import_module(name)
+        saved[name] = sys.modules[name]
+        sys.modules[name] = module_at(rev, path)
+    try:
+        yield
+    finally:
+        sys.modules.update(saved)
+
+
 def module_at(rev: str, path: str) -> ModuleType:
     """The module at ``path`` (rag/data/schemalink.py) as committed at ``rev``, imported under its own name
     (``schemalink_<rev>``) beside today's."""
@@ -58,6 +76,8 @@ def main() -> None:
     parser.add_argument("--report", nargs="+", required=True, help="FILE:SPLIT[,SPLIT...] of route-labelled items")
     parser.add_argument("--short-names", action="store_true", help="both vocabularies link names said short, as the "
                         "agent's short_names (on by default) has them; rules from before the setting read whole names")
+    parser.add_argument("--also", nargs="*", default=[], help="more modules taken at --before while the `before` "
+                        "vocabulary is built (rag/data/shortnames.py), for a round that changed them")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -70,7 +90,9 @@ def main() -> None:
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
     warehouse = Warehouse(index.tables_path)
     rules = {"before": module_at(args.before, MODULE), "today": today}
-    vocab = {k: m.Vocabulary.for_index(index, warehouse, **_short(m, args.short_names)) for k, m in rules.items()}
+    vocab = {"today": today.Vocabulary.for_index(index, warehouse, **_short(today, args.short_names))}
+    with _modules_at(args.before, args.also):  # the vocabulary's helpers (rag.data.shortnames) as they were too
+        vocab["before"] = rules["before"].Vocabulary.for_index(index, warehouse, **_short(rules["before"], args.short_names))
 
     sets, pooled, pooled_new = [], [], []
     for spec in args.report:
@@ -94,10 +116,12 @@ def main() -> None:
     routes = {i.id: {k: m.read_cues(i.question, vocab[k]) for k, m in rules.items()} for i in pooled}
     command = (f"python benchmarks/router_rounds.py --index-dir {shown_path(args.index_dir)} --before {args.before} "
                f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
+               + (f" --also {' '.join(args.also)}" if args.also else "")
                + (f" --out {shown_path(args.out)}" if args.out else ""))
     lines = ["# The cue router's rules before and after a round, on questions neither was written with", "",
              f"Command: `{command}`", "",
-             f"`before`: {MODULE} at {args.before}; `today`: the working tree's. No model call.", "",
+             f"`before`: {', '.join([MODULE, *args.also])} at {args.before}; `today`: the working tree's. No model "
+             "call.", "",
              "| questions | n | before | today | paired (McNemar) |", "|---|---|---|---|---|"]
     for name, items in sets:
         before = [float(routes[i.id]["before"].route == i.meta["route"]) for i in items]
