@@ -5,7 +5,7 @@
 
 No model call: it reads recorded `rag eval` runs. For each item whose gold route is `both` (its `evidence` is the
 policy sentence the gold query takes its number from): whether the passages the grader accepted, as the SQL writer
-reads them (rag.agent.dataroute.documents_text, cut to DOCUMENT_CHARS), hold one of the evidence's numbers; whether
+reads them (rag.agent.dataroute.documents_text), hold one of the evidence's numbers; whether
 the last statement written contains it (as written, or a percentage as a fraction: 90 as .90); and whether the
 statement that ran returned the gold rows (rag.eval.data_metrics.same_rows). Years (2020-2029) are not figures.
 """
@@ -41,13 +41,15 @@ def uses(sql: str, numbers: set[str]) -> bool:
 
 def classify(record: dict, chunks: dict[str, str]) -> tuple[str, str, str]:
     """(what the writer was shown, what it wrote, whether it was right) for one recorded `both` item."""
-    from rag.agent.dataroute import DOCUMENT_CHARS
+    from types import SimpleNamespace
+
+    from rag.agent.dataroute import documents_text
     from rag.eval.data_metrics import same_rows
 
     steps = ((record.get("prediction") or {}).get("trace") or {}).get("steps") or []
     graded = [s for s in steps if s["node"] == "grade"]
     accepted = (graded[-1].get("chosen_ids") or []) if graded else []
-    read = "\n\n".join(f"[{c}] {chunks.get(c, '')}" for c in accepted)[:DOCUMENT_CHARS].replace(",", "")
+    read = documents_text([SimpleNamespace(chunk_id=c, text=chunks.get(c, "")) for c in accepted]).replace(",", "")
     numbers = figures(record.get("evidence") or [])
     shown = "no number in the evidence" if not numbers else \
         "figure shown" if any(n in read for n in numbers) else "figure not shown"

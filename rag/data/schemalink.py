@@ -94,8 +94,8 @@ QUANTIFIERS = {"any", "all", "every", "each"}
 VERBS = {"is", "are", "was", "were", "be", "do", "does", "did", "has", "have", "had", "can", "will"}
 YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are shipments in transit counted ...?"
 ID_NOUNS = {"number", "no", "ref", "reference", "code"}  # what people call an id column: "the shipment number"
-PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break down X by Y": a
-# grouping, not a broken rule
+PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break (the claims) down
+# by Y", the particle up to four words on: a grouping, not a broken rule
 EXCLUDING = {"before", "excluding", "ex"}  # "before fuel surcharge": a charge left out of a figure
 PREPOSITIONS = {"on", "in", "for", "from", "across", "over", "of"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -219,13 +219,13 @@ class Vocabulary:
                     vocab.column_phrases.add(tuple(parts))
                 if len(parts) == 1 and words(col["name"])[-1:] == ["id"]:  # shipment_id: "shipment number", "claim no"
                     vocab.column_phrases |= {(parts[0], w) for w in ID_NOUNS}
+                naming = words(_naming_clause(col.get("description")))
                 if "BOOL" not in kind:  # a flag's description is its condition, often a rule's own term
-                    vocab.described |= {root(w) for w in words(_naming_clause(col.get("description"))) if _content(w)}
-                    vocab.pairs |= _adjacent(words(_naming_clause(col.get("description"))))
+                    vocab.described |= {root(w) for w in naming if _content(w)}
+                    vocab.pairs |= _adjacent(naming)
                 vocab.pairs |= _adjacent(words(col["name"]))
                 if "DATE" in kind or "TIMESTAMP" in kind:  # "promised date", "collection date" for promised_on
-                    said = words(col["name"]) + words(_naming_clause(col.get("description")))
-                    vocab.pairs |= {(root(w), "date") for w in said if _content(w)}
+                    vocab.pairs |= {(root(w), "date") for w in words(col["name"]) + naming if _content(w)}
                 for text in (values or {}).get(f'{table["name"]}.{col["name"]}', ()):  # "gold tier", "express
                     vocab.pairs |= _adjacent(words(text))  # service", "status open": a value beside its column
                     vocab.pairs |= {p for v in words(text) for c in words(col["name"])
@@ -458,8 +458,8 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
             continue
         if t in {"need", "needs"} and i and toks[i - 1] in REQUESTS and toks[i + 1:i + 2] != ["to"]:
             continue
-        if t in {"break", "broken", "breaks"} and "down" in toks[i + 1:i + 5] or stem(t) in columns:  # "break the
-            continue  # claims down by status"; "limit" after "credit limits" is the column again
+        if any((t, p) in PHRASAL for p in toks[i + 1:i + 5]) or stem(t) in columns:  # "break the claims down by
+            continue  # status"; "limit" after "credit limits" is the column again
         if t in RULE_WORDS or t in IMPLICIT or t in MODALS | {"can"} and not _month_may(toks, i) and not _polite(toks, i):
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
@@ -481,8 +481,10 @@ def _rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | N
 def _pairs(a: str, b: str) -> list[tuple[str, str]]:
     """The word pairs two adjacent words make, hyphenated words also by their parts: ("severe-delay", "credits")
     -> (severe-delay, credits), (severe, delay), (delay, credits)."""
-    parts = [p for p in a.split("-") if len(p) > 3] + [p for p in b.split("-") if len(p) > 3]  # not "non-key"
-    return [(a, b)] + [(x, y) for x, y in zip(parts, parts[1:]) if _content(x) and _content(y)] if "-" in a + b else [(a, b)]
+    if "-" not in a + b:
+        return [(a, b)]
+    parts = [p for p in f"{a}-{b}".split("-") if len(p) > 3]  # not "non-key"
+    return [(a, b)] + [(x, y) for x, y in zip(parts, parts[1:]) if _content(x) and _content(y)]
 
 
 def _plain_sense(toks: list[str], i: int, linked: dict[int, str], vocab: Vocabulary) -> bool:
