@@ -233,16 +233,16 @@ FIGURES = 3  # ``+figures``: the figure sentences listed ahead of the documents
 def figure_sentences(question: str, passages: list[str]) -> list[str]:
     """The passages' sentences that state a figure (a digit in them), most words shared with ``question`` first
     (ties in reading order): what a ``both`` question's statement has to apply."""
-    from rag.data.schemalink import _content, root, words
+    from rag.data.schemalink import is_content, root, words
 
-    asked = {root(w) for w in words(question) if _content(w)}
+    asked = {root(w) for w in words(question) if is_content(w)}
     found = []
     for text in passages:
         for line in text.splitlines():
             for sentence in re.split(r"(?<=[.!?])\s+", line.strip().lstrip("-*# ").strip()):
                 if re.search(r"\d", sentence) and sentence not in found:
                     found.append(sentence)
-    shared = {s: len(asked & {root(w) for w in words(s) if _content(w)}) for s in found}
+    shared = {s: len(asked & {root(w) for w in words(s) if is_content(w)}) for s in found}
     return sorted(found, key=lambda s: -shared[s])
 
 

@@ -4,7 +4,8 @@
         --report golden/ops_routes.jsonl:eighth,ninth golden/ops_sql_blind.jsonl:blind7 \
         --out benchmarks/results/router_rounds.md
 
-No model call. ``rag/data/schemalink.py`` as it was at ``--before`` (read with ``git show``) and as it is in the
+No model call. The cue router as it was at ``--before`` (the whole ``rag`` package of that commit, exported with
+``git archive`` and run in a child process, so a round that moved or split modules compares too) and as it is in the
 working tree each build their vocabulary from the same index (``--short-names``: linking names said short, as the
 agent does by default) and route every question of the ``--report`` splits
 (FILE:SPLIT,SPLIT; any golden file whose items carry ``route``). Per split and pooled: the share routed right by each
@@ -16,11 +17,12 @@ then every question whose route changed, and what today's rules still get wrong.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import importlib.util
+import json
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -31,8 +33,6 @@ from benchmarks.router_learned import repeating  # noqa: E402
 from benchmarks.tables import emit, share, shown_path  # noqa: E402
 from rag.stats.intervals import compare_paired  # noqa: E402
 
-MODULE = "rag/data/schemalink.py"
-
 
 def _short(module: ModuleType, on: bool) -> dict:
     """``short_names=True`` for ``module``'s Vocabulary.for_index when ``on`` and its rules know the setting."""
@@ -41,25 +41,49 @@ def _short(module: ModuleType, on: bool) -> dict:
     return {"short_names": True} if on and "short_names" in inspect.signature(module.Vocabulary.for_index).parameters else {}
 
 
-@contextlib.contextmanager
-def _modules_at(rev: str, paths: list[str]):
-    """While inside, each module of ``paths`` (rag/data/shortnames.py) imports as committed at ``rev``: a module
-    the rules import when they build their vocabulary is then the one of their day."""
-    saved = {}
-    for path in paths:
-        name = path.removesuffix(".py").replace("/", ".")
-        importlib.import_module(name)
-        saved[name] = sys.modules[name]
-        sys.modules[name] = module_at(rev, path)
-    try:
-        yield
-    finally:
-        sys.modules.update(saved)
+_CHILD = """
+import inspect, json, sys
+from pathlib import Path
+from rag.config import load_settings
+from rag.data import Warehouse
+from rag.data import schemalink
+from rag.index.store import Index
+job = json.load(sys.stdin)
+index_dir = Path(job["index_dir"])
+index = Index.load(index_dir, load_settings({"index_dir": index_dir}))
+short = job["short_names"] and "short_names" in inspect.signature(schemalink.Vocabulary.for_index).parameters
+vocab = schemalink.Vocabulary.for_index(index, Warehouse(index.tables_path), **({"short_names": True} if short else {}))
+routes = {}
+for key, question in job["questions"].items():
+    cues = schemalink.read_cues(question, vocab)
+    routes[key] = [cues.route, cues.reason]
+json.dump(routes, sys.stdout)
+"""
+
+
+@dataclass
+class Routed:
+    route: str
+    reason: str
+
+
+def routes_at(rev: str, index_dir: Path, questions: dict[str, str], short_names: bool) -> dict[str, Routed]:
+    """Per question id, the route and reason the cue router of commit ``rev`` gives: its ``rag`` package exported
+    to a temporary folder and imported there by a child process (first on its path, before the working tree)."""
+    with tempfile.TemporaryDirectory(prefix=f"rules-{rev}-") as tree:
+        archive = subprocess.run(["git", "archive", rev, "rag"], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        job = json.dumps({"index_dir": str(index_dir.resolve()), "questions": questions, "short_names": short_names})
+        child = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {tree!r})\n{_CHILD}"],
+                               input=job, capture_output=True, text=True, cwd=tree)
+        if child.returncode:
+            raise SystemExit(f"the rules at {rev} failed to route:\n{child.stderr[-2000:]}")
+    return {key: Routed(*pair) for key, pair in json.loads(child.stdout).items()}
 
 
 def module_at(rev: str, path: str) -> ModuleType:
-    """The module at ``path`` (rag/data/schemalink.py) as committed at ``rev``, imported under its own name
-    (``schemalink_<rev>``) beside today's."""
+    """The module at ``path`` (rag/data/sqlrepair.py) as committed at ``rev``, imported under its own name
+    (``sqlrepair_<rev>``) beside today's."""
     source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
     name = f"{Path(path).stem}_{rev}"
     spec = importlib.util.spec_from_loader(name, loader=None)
@@ -76,8 +100,8 @@ def main() -> None:
     parser.add_argument("--report", nargs="+", required=True, help="FILE:SPLIT[,SPLIT...] of route-labelled items")
     parser.add_argument("--short-names", action="store_true", help="both vocabularies link names said short, as the "
                         "agent's short_names (on by default) has them; rules from before the setting read whole names")
-    parser.add_argument("--also", nargs="*", default=[], help="more modules taken at --before while the `before` "
-                        "vocabulary is built (rag/data/shortnames.py), for a round that changed them")
+    parser.add_argument("--also", nargs="*", default=[], help="kept for earlier command lines: every module is now "
+                        "taken at --before (rag/data/shortnames.py was named here when only the rules' file was)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -89,10 +113,7 @@ def main() -> None:
 
     index = Index.load(args.index_dir, load_settings({"index_dir": args.index_dir}))
     warehouse = Warehouse(index.tables_path)
-    rules = {"before": module_at(args.before, MODULE), "today": today}
-    vocab = {"today": today.Vocabulary.for_index(index, warehouse, **_short(today, args.short_names))}
-    with _modules_at(args.before, args.also):  # the vocabulary's helpers (rag.data.shortnames) as they were too
-        vocab["before"] = rules["before"].Vocabulary.for_index(index, warehouse, **_short(rules["before"], args.short_names))
+    vocab = today.Vocabulary.for_index(index, warehouse, **_short(today, args.short_names))
 
     sets, pooled, pooled_new = [], [], []
     for spec in args.report:
@@ -113,15 +134,15 @@ def main() -> None:
             pooled_new += [i for i in mine if i.id not in repeats]
     sets += [("**pooled**", pooled), ("**pooled, without repeats**", pooled_new)]
 
-    routes = {i.id: {k: m.read_cues(i.question, vocab[k]) for k, m in rules.items()} for i in pooled}
+    before = routes_at(args.before, args.index_dir, {i.id: i.question for i in pooled}, args.short_names)
+    routes = {i.id: {"before": before[i.id], "today": today.read_cues(i.question, vocab)} for i in pooled}
     command = (f"python benchmarks/router_rounds.py --index-dir {shown_path(args.index_dir)} --before {args.before} "
                f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
                + (f" --also {' '.join(args.also)}" if args.also else "")
                + (f" --out {shown_path(args.out)}" if args.out else ""))
     lines = ["# The cue router's rules before and after a round, on questions neither was written with", "",
              f"Command: `{command}`", "",
-             f"`before`: {', '.join([MODULE, *args.also])} at {args.before}; `today`: the working tree's. No model "
-             "call.", "",
+             f"`before`: the `rag` package at {args.before}; `today`: the working tree's. No model call.", "",
              "| questions | n | before | today | paired (McNemar) |", "|---|---|---|---|---|"]
     for name, items in sets:
         before = [float(routes[i.id]["before"].route == i.meta["route"]) for i in items]
