@@ -6,11 +6,12 @@
 
 No model call. The cue router as it was at ``--before`` (the whole ``rag`` package of that commit, exported with
 ``git archive`` and run in a child process, so a round that moved or split modules compares too) and as it is in the
-working tree each build their vocabulary from the same index (``--short-names``: linking names said short, as the
-agent does by default) and route every question of the ``--report`` splits
-(FILE:SPLIT,SPLIT; any golden file whose items carry ``route``). Per split and pooled: the share routed right by each
-with its Wilson interval and the paired comparison (McNemar, exact), also without the questions that repeat one of
-an earlier split of the same files (rag.eval.overlap.near_duplicates, as benchmarks/router_learned.py counts them);
+working tree each build their vocabulary from the same index (``--before-index``: another one for the earlier rules,
+when the round changed what the index holds, such as the demo's sidecars) and route every question of the
+``--report`` splits (FILE:SPLIT,SPLIT; any golden file whose items carry ``route``); ``--short-names`` links names
+said short, as the agent does by default. Per split and pooled: the share routed right by each with its Wilson
+interval and the paired comparison (McNemar, exact), also without the questions that repeat one of an earlier split
+of the same files (rag.eval.overlap.near_duplicates, as benchmarks/router_learned.py counts them);
 then every question whose route changed, and what today's rules still get wrong.
 """
 
@@ -98,6 +99,9 @@ def main() -> None:
     parser.add_argument("--index-dir", type=Path, required=True, help="the ops demo's index (rag demo ops)")
     parser.add_argument("--before", required=True, help="the commit whose rules are compared with today's")
     parser.add_argument("--report", nargs="+", required=True, help="FILE:SPLIT[,SPLIT...] of route-labelled items")
+    parser.add_argument("--before-index", type=Path, help="the index the `before` rules read (default: --index-dir), "
+                        "for a round that changed what the index holds (the demo's sidecars: rebuild the demo at "
+                        "--before into another folder and index it)")
     parser.add_argument("--short-names", action="store_true", help="both vocabularies link names said short, as the "
                         "agent's short_names (on by default) has them; rules from before the setting read whole names")
     parser.add_argument("--also", nargs="*", default=[], help="kept for earlier command lines: every module is now "
@@ -134,15 +138,18 @@ def main() -> None:
             pooled_new += [i for i in mine if i.id not in repeats]
     sets += [("**pooled**", pooled), ("**pooled, without repeats**", pooled_new)]
 
-    before = routes_at(args.before, args.index_dir, {i.id: i.question for i in pooled}, args.short_names)
+    before = routes_at(args.before, args.before_index or args.index_dir, {i.id: i.question for i in pooled},
+                       args.short_names)
     routes = {i.id: {"before": before[i.id], "today": today.read_cues(i.question, vocab)} for i in pooled}
     command = (f"python benchmarks/router_rounds.py --index-dir {shown_path(args.index_dir)} --before {args.before} "
-               f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
+               + (f"--before-index {shown_path(args.before_index)} " if args.before_index else "") + f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
                + (f" --also {' '.join(args.also)}" if args.also else "")
                + (f" --out {shown_path(args.out)}" if args.out else ""))
     lines = ["# The cue router's rules before and after a round, on questions neither was written with", "",
              f"Command: `{command}`", "",
-             f"`before`: the `rag` package at {args.before}; `today`: the working tree's. No model call.", "",
+             f"`before`: the `rag` package at {args.before}"
+             + (f", reading {shown_path(args.before_index)}" if args.before_index else "")
+             + f"; `today`: the working tree's, reading {shown_path(args.index_dir)}. No model call.", "",
              "| questions | n | before | today | paired (McNemar) |", "|---|---|---|---|---|"]
     for name, items in sets:
         before = [float(routes[i.id]["before"].route == i.meta["route"]) for i in items]
