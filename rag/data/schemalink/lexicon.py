@@ -19,8 +19,7 @@ against along among around behind beyond through toward towards upon via once"""
 AGGREGATES = {"total", "sum", "average", "avg", "mean", "median", "percentage", "percent", "share", "proportion",
               "ratio", "number"}
 SUPERLATIVES = {"most", "least", "highest", "lowest", "largest", "smallest", "fewest", "biggest", "heaviest",
-                "lightest", "longest", "shortest", "top", "best", "worst", "latest", "earliest", "oldest", "newest",
-                "busiest", "cheapest", "costliest", "priciest", "fastest", "slowest", "quickest", "greatest"}
+                "lightest", "longest", "shortest", "top", "best", "worst", "latest", "earliest", "oldest", "newest"}
 RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "caps", "deadline", "deadlines",
               "threshold", "thresholds", "standard", "minimum", "maximum", "allowed", "permitted", "required",
               "requires", "require", "requirement", "approval", "approve", "approved", "sign-off", "signoff", "sla",
@@ -32,9 +31,6 @@ RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "
 TALLIES = {"number", "count", "breakdown", "list", "tally", "split"}  # "a breakdown of claims by status"
 REQUESTS = {"i", "we", "you"}  # "I need a count of ...": a request, not a rule
 MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
-NEGATED = {"shouldn't", "shouldnt", "should've", "shouldve", "mustn't", "mustnt", "can't", "cant", "cannot",
-           "couldn't", "couldnt", "wouldn't", "wouldnt", "shouldn", "mustn", "couldn", "wouldn"}  # "loads it shouldn't
-# have carried" (with a curly apostrophe: "shouldn", "t"): a modal all the same
 QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
          ("sign", "off"), ("signed", "off")}
 IMPLICIT = {"enough", "too"}  # "heavy enough", "too small": a threshold the question leans on without giving it
@@ -51,10 +47,6 @@ YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are sh
 PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break (the claims) down
 # by Y", the particle up to four words on: a grouping, not a broken rule
 EXCLUDING = {"before", "excluding", "ex"}  # "before fuel surcharge": a charge left out of a figure
-NEEDS = {"need", "needs", "require", "requires"}  # "how many X does a Y need": asks for the rule's figure
-DURATIONS = {"day", "days", "week", "weeks", "hour", "hours", "month", "months", "year", "years"}  # "how many days
-# after delivery ...": a length of time is counted, not the rows named after it
-BOUNDS = {"minimum", "maximum", "min", "max"}  # "the minimum number of ...": a rule's figure, not a tally
 PREPOSITIONS = {"on", "in", "for", "from", "across", "over", "of"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
