@@ -168,6 +168,25 @@ def test_run_resumes_after_an_abort_without_rerunning_items(retriever, tmp_path)
     assert m["tokens_in_per_query"] > 0
 
 
+def test_a_run_resumes_when_only_other_items_of_the_golden_file_changed(retriever, tmp_path, capsys):
+    """A split appended to the golden file changes its hash, not the items a run selected: the run resumes. A
+    selected item that changed does not (its finished results would describe another question)."""
+    from rag.errors import InputError
+
+    out = tmp_path / "run"
+    agent, lm = agent_with(retriever, Script(boom=True))
+    with pytest.raises(ModelError):
+        run_eval(ITEMS, agent, lm, out, "full", chunks=retriever.index.chunks, ghash="h1", show_progress=False)
+    agent, lm = agent_with(retriever, Script(boom=False))
+    summary = run_eval(ITEMS, agent, lm, out, "full", chunks=retriever.index.chunks, ghash="h2", show_progress=False)
+    assert (summary["n_done"], summary["complete"], summary["golden_hash"]) == (5, True, "h2")
+    assert json.loads((out / "run.json").read_text())["golden_hash"] == "h2"
+    assert "none of the items it selects did: resuming" in capsys.readouterr().err
+    edited = [*ITEMS[:-1], item("q4", "What fee do market stalls pay?", reference="Ten coins.")]
+    with pytest.raises(InputError, match="different golden_hash"):
+        run_eval(edited, agent, lm, out, "full", chunks=retriever.index.chunks, ghash="h3", show_progress=False)
+
+
 @pytest.mark.slow
 def test_parallel_threads_with_json_adapter_match_sequential(retriever, tmp_path):
     items = [it for it in ITEMS if it.id != "boom"]

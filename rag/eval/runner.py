@@ -31,6 +31,7 @@ from rag.eval.runs import (
     RESULTS,
     DiskFull,
     append_record,
+    items_hash,
     now,
     open_run,
     read_records,
@@ -105,7 +106,8 @@ def run_eval(items: Sequence[Any], agent: Any, judge_lm: Any, out_dir: str | Pat
     check_gold_in_index(selected, chunk_texts(chunks), strict=strict_gold)
     k = k or getattr(agent, "top_k", 4)
     max_rewrites = getattr(agent, "max_rewrites", 0) if getattr(agent, "use_reflection", True) else 0
-    open_run(out_dir, {"config_name": config_name, "golden_hash": ghash, "config": dict(config or {})})
+    open_run(out_dir, {"config_name": config_name, "golden_hash": ghash, "items_hash": items_hash(selected),
+                       "config": dict(config or {})})
     backup = repair_torn_tail(out_dir)
     if backup is not None:
         print(f"cut a torn last line off {out_dir / 'results.jsonl'} (a run stopped mid-write; its item runs again); "

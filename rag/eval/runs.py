@@ -14,6 +14,7 @@ finished items results.jsonl keeps and about how much space the rest of the run 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import errno
 import hashlib
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,6 +47,18 @@ def now() -> str:
 def golden_hash(path: str | Path) -> str:
     """First 12 hex digits of the SHA-256 of the golden file's bytes."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def items_hash(items: Sequence[Any]) -> str:
+    """First 12 hex digits of the SHA-256 of the selected golden items (each as its fields, in id order): what a
+    run's results depend on, where the file's hash also changes when a split is appended elsewhere."""
+    def fields(item: Any) -> dict[str, Any]:
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            return dataclasses.asdict(item)
+        return dict(item) if isinstance(item, Mapping) else dict(getattr(item, "__dict__", {"repr": repr(item)}))
+
+    rows = sorted(map(fields, items), key=lambda r: str(r.get("id")))
+    return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:12]
 
 
 def default_run_dir(config_name: str, ghash: str, overrides: list[str] | None = None) -> Path:
@@ -106,6 +120,11 @@ def open_run(out_dir: Path, meta: Mapping[str, Any]) -> None:
     check_run_folder(out_dir)
     if path.is_file():
         old = read_run_json(out_dir)
+        if _same_items(old, meta):  # the golden file changed, none of the selected items did (a split appended)
+            print(f"the golden file changed since {out_dir} started (hash {old.get('golden_hash')} -> "
+                  f"{meta.get('golden_hash')}), but none of the items it selects did: resuming", file=sys.stderr)
+            write_json(path, {**old, "golden_hash": meta.get("golden_hash")})
+            old = {**old, "golden_hash": meta.get("golden_hash")}
         for key in ("config_name", "golden_hash", "config"):
             if not _same(key, old.get(key), meta.get(key)):
                 raise InputError(
@@ -153,6 +172,13 @@ def _same(key: str, old: Any, new: Any) -> bool:
     before = {**setting_defaults(), **BEFORE_THE_SETTING}  # what a run made before each setting existed did
     added = {k for k in new.keys() - old.keys() if k in before and new[k] == before[k]}
     return old == {k: v for k, v in new.items() if k not in added}
+
+
+def _same_items(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a run whose golden file's hash changed selects the same items, unchanged (both recorded an
+    ``items_hash`` and they match): its results still stand. A run from before items_hash: no."""
+    return (old.get("golden_hash") != new.get("golden_hash") and bool(old.get("items_hash"))
+            and old.get("items_hash") == new.get("items_hash"))
 
 
 def _older(old: Any, new: Any) -> str:
