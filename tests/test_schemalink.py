@@ -83,6 +83,22 @@ def test_the_vocabulary_comes_from_the_tables_and_the_documents(vocab):
     ("How much severe-delay credit went to Rotterdam customers?", "both"),  # a hyphenated term, by its parts
     ("Which carriers end 2024 under review?", "both"),
     ("How many delivered shipments were still inside the return window on 31 December?", "both"),
+    # a rule's own figure, though it counts: "how many X does a Y need", "the minimum number of"
+    ("How many shipments does a new customer need before it can become a key account?", "docs"),
+    ("Maximum number of pallet layers in block storage?", "docs"),
+    ("How many days after a booking can the customer still cancel?", "docs"),  # counts days, not bookings
+    ("Does a customer get any refund if their shipment arrives a day late?", "docs"),  # "any" is not "any shipment"
+    ("What is a key account, and what does that mean for its shipments?", "docs"),  # "mean": a verb
+    # the words staff use for the rows (the demo's sidecar aliases), a negated modal, a superlative
+    ("how many loads went to Lyon in May?", "data"),
+    ("Which hauliers serve the North region?", "data"),
+    ("Any standard consignments over 20,000 kg?", "data"),  # "standard" is the consignments' own service level
+    ("Which carriers moved hazardous shipments they shouldn't have?", "both"),
+    ("cheapest shipment to Lyon?", "data"),
+    ("no. of claims filed in june", "data"),  # "no. of": number of
+    ("I'd like a list of the open claims", "data"),  # a request, not a modal
+    ("what's the most we'd refund on claim CL0005?", "both"),  # we'd: would, a rule applied to a record
+    ("How many shipments arrived after the date we'd promised?", "data"),  # we'd promised: had
 ])
 def test_each_kind_of_question_gets_its_route(vocab, question, route):
     cues = read_cues(question, vocab)

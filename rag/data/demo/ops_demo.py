@@ -32,7 +32,7 @@ from rag.data.demo import ops_policies as P
 from rag.errors import InputError
 from rag.paths import sieve_home
 
-DEMO_VERSION = 1
+DEMO_VERSION = 2  # 2: the sidecars list aliases (the words staff use for a table's rows)
 MARKER = ".sieve-demo.json"
 OWNED = (MARKER, "README.md", "golden.jsonl", "corpus")  # what a rewrite replaces; anything else is left alone
 
@@ -208,10 +208,24 @@ def table_csv(rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+# Other words the operations staff use for a table's rows: the sidecar's ``aliases``, which the router links to the
+# table and the SQL writer is shown ("how many loads went out", "hauliers in the North").
+ALIASES = {
+    "carriers": ["haulier", "haulage firm", "trucking company"],
+    "customers": ["client"],
+    "shipments": ["load", "consignment", "booking"],
+    "claims": [],
+}
+
+
 def meta_toml(table: str) -> str:
-    """The ``<table>.csv.meta.toml`` sidecar: ``description`` and a ``[columns]`` table, column -> description."""
+    """The ``<table>.csv.meta.toml`` sidecar: ``description``, ``aliases`` and a ``[columns]`` table, column ->
+    description."""
     description, columns = COLUMNS[table]
-    lines = [f"description = {json.dumps(description)}", "", "[columns]"]
+    lines = [f"description = {json.dumps(description)}"]
+    if ALIASES[table]:
+        lines.append(f"aliases = [{', '.join(map(json.dumps, ALIASES[table]))}]")
+    lines += ["", "[columns]"]
     return "\n".join(lines + [f"{name} = {json.dumps(text)}" for name, text in columns.items()]) + "\n"
 
 

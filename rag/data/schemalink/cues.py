@@ -32,13 +32,18 @@ minimum on-time rate?") goes to ``both`` though it counts nothing.
 
 Every other question goes to the documents. A question whose main verb is a rule ("what is the heaviest a
 shipment is *allowed to* be", "what rate does a carrier *have to* stay above") asks for the rule, not for rows,
-unless it counts or lists rows outright ("how many claims *should* have been escalated").
+unless it counts or lists rows outright ("how many claims *should* have been escalated"); a count that is the
+rule's own figure ("how many delivered shipments does a carrier *need* before ...", "the *minimum number of*
+deliveries") asks for the rule too, and "how many *days* after delivery" counts days, not rows. A negated modal
+("loads it *shouldn't* have carried") is a modal, and so is "we'd" before a verb ("the most *we'd* pay out on claim
+CL0004"; not "the date we'd promised"); "no. of" is "number of".
 
 Why not only the model: on the embedded 1.5B model the SourceRouter signature answers close to one constant route
 whatever the question (benchmarks/results/data_route.md). The cues need no model call and say which words decided.
 They are English; benchmarks/results/router_cues.md and router_rounds.md measure them on questions written without
 seeing them. A word the tables never use ("hauliers" for carriers) links only when the table's sidecar lists it in
-``aliases`` (the last word of a longer alias: "haulage firm" links "firms").
+``aliases`` (the last word of a longer alias: "haulage firm" links "firms"); an alias is the table's own word too
+when a value is read in its plain sense ("a standard consignment" is a shipment's service level, not a rule).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ against along among around behind beyond through toward towards upon via once"""
 AGGREGATES = {"total", "sum", "average", "avg", "mean", "median", "percentage", "percent", "share", "proportion",
               "ratio", "number"}
 SUPERLATIVES = {"most", "least", "highest", "lowest", "largest", "smallest", "fewest", "biggest", "heaviest",
-                "lightest", "longest", "shortest", "top", "best", "worst", "latest", "earliest", "oldest", "newest"}
+                "lightest", "longest", "shortest", "top", "best", "worst", "latest", "earliest", "oldest", "newest",
+                "busiest", "cheapest", "costliest", "priciest", "fastest", "slowest", "quickest", "greatest"}
 RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "caps", "deadline", "deadlines",
               "threshold", "thresholds", "standard", "minimum", "maximum", "allowed", "permitted", "required",
               "requires", "require", "requirement", "approval", "approve", "approved", "sign-off", "signoff", "sla",
@@ -31,6 +32,12 @@ RULE_WORDS = {"policy", "policies", "rule", "rules", "limit", "limits", "cap", "
 TALLIES = {"number", "count", "breakdown", "list", "tally", "split"}  # "a breakdown of claims by status"
 REQUESTS = {"i", "we", "you"}  # "I need a count of ...": a request, not a rule
 MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
+CONTRACTED = {"shouldn't", "shouldnt", "should've", "shouldve", "mustn't", "mustnt", "can't", "cant", "cannot",
+              "couldn't", "couldnt", "wouldn't", "wouldnt", "shouldn", "mustn", "couldn", "wouldn"}  # "loads it
+# shouldn't have carried" (a curly apostrophe: "shouldn", "t"): a modal all the same
+PARTICIPLES = {"had", "paid", "made", "done", "sent", "got", "gone", "seen", "told", "sold", "held", "kept", "set"}
+WOULD = {"we'd", "you'd", "they'd", "i'd", "it'd"}  # "the most we'd pay out": applies a rule (not "the date we'd
+# promised", a past participle: had)
 QUASI = {("have", "to"), ("has", "to"), ("had", "to"), ("allowed", "to"), ("need", "to"), ("needs", "to"),
          ("sign", "off"), ("signed", "off")}
 IMPLICIT = {"enough", "too"}  # "heavy enough", "too small": a threshold the question leans on without giving it
@@ -47,6 +54,10 @@ YES_NO = VERBS | {"could", "would", "should", "must", "may", "shall"}  # "are sh
 PHRASAL = {("break", "down"), ("broken", "down"), ("breaks", "down"), ("break", "out")}  # "break (the claims) down
 # by Y", the particle up to four words on: a grouping, not a broken rule
 EXCLUDING = {"before", "excluding", "ex"}  # "before fuel surcharge": a charge left out of a figure
+NEEDS = {"need", "needs", "require", "requires"}  # "how many X does a Y need": asks for the rule's figure
+DURATIONS = {"day", "days", "week", "weeks", "hour", "hours", "month", "months", "year", "years"}  # "how many days
+# after delivery ...": a length of time is counted, not the rows named after it
+BOUNDS = {"minimum", "maximum", "min", "max"}  # "the minimum number of ...": a rule's figure, not a tally
 PREPOSITIONS = {"on", "in", "for", "from", "across", "over", "of"}
 MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"}
@@ -128,12 +139,21 @@ def id_shape(value: str) -> str | None:
 
 
 def polite(toks: list[str], i: int) -> bool:
-    """'can you', 'could you', 'would you', 'can I get': a request, not a rule (a modal the question's verb is)."""
-    return i + 1 < len(toks) and toks[i] in {"can", "could", "would", "will"} and (
+    """'can you', 'could you', 'would you', 'can I get', 'I'd like': a request, not a rule (a modal the question's
+    verb is)."""
+    return i + 1 < len(toks) and (toks[i] in {"can", "could", "would", "will"} and (
         toks[i + 1] == "you" or toks[i + 1] in {"i", "we"} and i + 2 < len(toks) and toks[i + 2] in {"get", "have", "see"})
+        or toks[i] in {"would", "i'd", "we'd"} and toks[i + 1] in {"like", "love"})
 
 
 def month_may(toks: list[str], i: int) -> bool:
     """'in May 2024': the month, not the modal."""
     return toks[i] == "may" and (i > 0 and toks[i - 1] in {"in", "of", "since", "until", "during"} | MONTHS
                                  or i + 1 < len(toks) and (toks[i + 1].isdigit() or toks[i + 1] in MONTHS))
+
+
+def would(toks: list[str], i: int) -> bool:
+    """Whether ``toks[i]`` is "we'd" and the like meaning *would* ("we'd pay"), not *had* ("we'd promised", "we'd
+    been") and not a request ("I'd like")."""
+    nxt = toks[i + 1] if i + 1 < len(toks) else ""
+    return toks[i] in WOULD and not nxt.endswith(("ed", "en")) and nxt not in PARTICIPLES and not polite(toks, i)

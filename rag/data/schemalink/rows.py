@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from rag.data.schemalink.lexicon import (
     AGGREGATES,
+    BOUNDS,
+    CONTRACTED,
+    DURATIONS,
     MODALS,
+    NEEDS,
     PREPOSITIONS,
     QUANTIFIERS,
     QUESTION_START,
@@ -27,7 +31,12 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
     for i in range(len(toks) - 1):
         if toks[i] == "how" and toks[i + 1] in {"many", "much"}:  # the counted words end at the verb:
             span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
-            end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS), span.stop)
+            end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS | CONTRACTED), span.stop)
+            unit = next((j for j in (i + 2, i + 3) if j < len(toks) and toks[j] in DURATIONS), None)
+            if unit is not None and (unit == i + 2 or toks[i + 2] in {"working", "business", "calendar"}):
+                end = min(end, unit + 1)  # "how many days after delivery ...": counts days, not the deliveries
+            if end < len(toks) and toks[end] in {"does", "do"} and NEEDS & set(toks[end + 1:end + 5]):
+                continue  # "how many delivered shipments does a carrier need before ...": a rule's own figure
             hit = next((j for j in range(i + 2, end) if table(j)), next((j for j in range(i + 2, end) if j in nouns), None))
             if hit is None and (end == i + 2 or i + 2 in starts):  # "of the paid claims, how many were ...",
                 hit = next((j for j in range(i - 1, -1, -1) if table(j)), None)  # "claims in Q4: how many, and"
@@ -41,7 +50,9 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
             counted = next((j for j in range(i + 2, end) if linked.get(j) == "value"), None)  # "how many express
             if count is None and (later is not None or counted is not None):  # bookings": a value counted
                 count = f"asks how {toks[i + 1]} ({toks[later if later is not None else counted]})"
-        if toks[i] in TALLIES and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)):
+        if (toks[i] in TALLIES or toks[i] == "no") and toks[i + 1] == "of" and any(j in nouns for j in range(i + 2, i + 6)) \
+                and not (i and toks[i - 1] in BOUNDS):  # "the minimum number of delivered shipments before a
+            # carrier gets a rate": a rule's own figure
             return f"asks for the {toks[i]} of {toks[i + 2]}", None
         if toks[i + 1] in TALLIES and i + 2 == len(toks) and i + 1 in starts and any(map(table, range(i + 1))):  # "... - count?"
             return f"asks for a {toks[i + 1]}", None
@@ -53,8 +64,9 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
             return f"asks which {toks[j]}", None
     for i, t in enumerate(toks):
         if t in QUANTIFIERS:  # "any claims", "all express shipments", "any key accounts" (a column's plural)
-            j = next((j for j in range(i + 1, min(len(toks), i + 5)) if table(j) or j in nouns and toks[j] != stems[j]),
-                     None)
+            j = next((j for j in range(i + 1, min(len(toks), i + 5)) if (table(j) or j in nouns) and (
+                toks[j] != stems[j] or table(j) and _between(toks, linked, nouns, i, j))), None)  # a singular only right after the quantifier,
+            # its values or a date ("any open claim", "every Q1 shipment"; not "any compensation if their delivery")
             if j is not None:
                 return f"asks about {t} {toks[j]}", None
     record = next((t for t in toks if id_shape(t) in vocab.ids), None)
@@ -68,7 +80,9 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
         return None, count
     if not nouns:
         return None, None
-    agg = next((t for t in toks if t in AGGREGATES), None)
+    agg = next((t for k, t in enumerate(toks) if t in AGGREGATES
+               and not (t == "number" and k and toks[k - 1] in BOUNDS)  # "the minimum number of": a rule's figure
+               and not (t == "mean" and k and toks[k - 1] in {"that", "this", "it", "does", "do", "to"})), None)  # a verb
     if agg:
         return None, f"asks for a {agg} over {toks[min(nouns)]}"
     for i, t in enumerate(toks[:-1]):
@@ -80,7 +94,7 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
         # claims filed", "top 3 carriers by ...", "biggest single claim? which customer"
         return None, f"asks for the {sup} {toks[min(nouns)]}"
     heads = [j for s in starts for j in range(s, min(len(toks), s + 2)) if table(j)]  # "Customers with a credit
-    if heads and (sup or not any(t in VERBS | MODALS for t in toks)):  # limit under 10,000?", "carrier with the
+    if heads and (sup or not any(t in VERBS | MODALS | CONTRACTED for t in toks)):  # limit under 10,000?", "carrier with the
         return None, f"asks for the {toks[heads[0]]}"  # lowest average claim amount?": a noun phrase asks for rows
     for i in starts:  # "which key accounts ...": a column's plural, weak (a rule question may say it too)
         j = next((j for j in range(i + 1, min(len(toks), i + 4)) if j in nouns and toks[j] != stems[j]), None)
@@ -98,3 +112,9 @@ def _runs(positions: list[int]) -> list[list[int]]:
         else:
             runs.append([p])
     return runs
+
+
+def _between(toks: list[str], linked: dict[int, str], nouns: set[int], i: int, j: int) -> bool:
+    """Whether every word between ``i`` and ``j`` is one of the tables' values or columns' words, or has a digit (a
+    date): "every gold tier carrier", "any Q1 shipment"."""
+    return all(k in linked or k in nouns or any(map(str.isdigit, toks[k])) for k in range(i + 1, j))

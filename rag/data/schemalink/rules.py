@@ -6,6 +6,7 @@ from __future__ import annotations
 from rag.data.schemalink.lexicon import (
     AGGREGATES,
     COMPARE,
+    CONTRACTED,
     EXCLUDING,
     IMPLICIT,
     MODALS,
@@ -21,6 +22,7 @@ from rag.data.schemalink.lexicon import (
     root,
     stem,
     words,
+    would,
 )
 from rag.data.schemalink.vocabulary import Vocabulary
 
@@ -28,7 +30,7 @@ from rag.data.schemalink.vocabulary import Vocabulary
 def asks_rule(toks: list[str]) -> bool:
     """Whether the question's verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...": a modal, or
     "have to"/"allowed to", in a question that neither counts nor lists rows outright (those apply the rule)."""
-    return any(t in MODALS | {"can"} and not month_may(toks, k) and not polite(toks, k) for k, t in enumerate(toks)) or \
+    return any(t in MODALS | CONTRACTED | {"can"} and not month_may(toks, k) and not polite(toks, k) for k, t in enumerate(toks)) or \
         any(pair in QUASI for pair in zip(toks, toks[1:]))
 
 
@@ -50,7 +52,8 @@ def read_rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str
             continue
         if any((t, p) in PHRASAL for p in toks[i + 1:i + 5]) or stem(t) in columns:  # "break the claims down by
             continue  # status"; "limit" after "credit limits" is the column again
-        if t in RULE_WORDS or t in IMPLICIT or t in MODALS | {"can"} and not month_may(toks, i) and not polite(toks, i):
+        if t in RULE_WORDS or t in IMPLICIT or t in MODALS | CONTRACTED | {"can"} and not month_may(toks, i) and not polite(toks, i) \
+                or would(toks, i):
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
             return f"names a rule ('{t} {toks[i + 1]}')"
@@ -85,7 +88,8 @@ def _plain_sense(toks: list[str], i: int, linked: dict[int, str], vocab: Vocabul
     if nxt in {"to", "for"}:
         return True
     own = {w for key, texts in vocab.column_values.items() if any(toks[i] in words(v) for v in texts)
-           for w in map(stem, words(key.replace(".", " ")))}  # the value's table and column: claims, status
+           for w in [*map(stem, words(key.replace(".", " "))), *vocab.aliases.get(key.split(".")[0], ())]}  # the
+    # value's table (by its name or an alias) and column: claims, status; "a standard consignment" is a shipment's
     return bool(nxt) and (stem(nxt) in vocab.tables or linked.get(i + 1) == "column") and stem(nxt) not in own
 
 

@@ -51,6 +51,7 @@ class Vocabulary:
     # per "table.column", its distinct text values as stored (column_values), for rag.data.valuelinks
     column_values: dict[str, list[str]] = field(default_factory=dict)
     pairs: set[tuple[str, str]] = field(default_factory=set)  # roots of two words the tables say together (below)
+    aliases: dict[str, set[str]] = field(default_factory=dict)  # per table, its aliases' nouns, singular
     short: Any = None  # rag.data.shortnames.ShortNames: names said by their leading words ("Birch Foods"); None: off
 
     @classmethod
@@ -65,7 +66,9 @@ class Vocabulary:
             vocab.short = ShortNames.from_record(record, vocab.column_values)
         for table in record.get("tables") or []:
             vocab.tables |= {stem(w) for w in words(table["name"]) if w not in UNITS}
-            vocab.tables |= {stem(words(a)[-1]) for a in table.get("aliases") or [] if words(a)}  # "haulage firm": firm
+            aliases = {stem(words(a)[-1]) for a in table.get("aliases") or [] if words(a)}  # "haulage firm": firm
+            vocab.tables |= aliases
+            vocab.aliases[table["name"]] = aliases
             for col in table.get("columns", []):
                 parts = [stem(w) for w in words(col["name"]) if w not in UNITS]
                 kind = str(col.get("type", "")).upper()
