@@ -234,7 +234,7 @@ README = """# Kestrel Freight: the ops demo
 A synthetic freight-operations dataset written by `rag demo ops` (seed {seed}); nothing in it is real.
 
 - `corpus/policies/`: the policy documents of a fictional carrier, Kestrel Freight.
-- `corpus/data/`: its tables ({tables}), each with a `.meta.toml` description; they describe 2024, as of {snapshot}.
+- `corpus/data/`: its tables ({tables}), each with a `.meta.toml` description and the words staff use for its rows (`aliases`); they describe 2024, as of {snapshot}.
 - `golden.jsonl`: {n} questions; `route` says where the answer is (`docs`, `data` or `both`), and unanswerable ones
   have `should_refuse: true`. Data questions carry `gold_sql`, `gold_result` (computed with DuckDB when the folder
   was written) and the `key_facts` an answer must contain.
