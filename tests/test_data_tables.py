@@ -131,6 +131,9 @@ def test_table_names_are_plain_identifiers_and_a_clash_names_both_files(tmp_path
     ("descripton = 'x'\n", r"claims\.csv\.meta\.toml: expected description = .* \(found descripton\)"),
     ("aliases = 'case'\n", r"claims\.csv\.meta\.toml: aliases must be a list of words .* e\.g\. aliases = \["),
     ("aliases = ['case', '']\n", r"claims\.csv\.meta\.toml: aliases must be a list"),
+    ("[columns]\ncity = {aliases = 'town'}\n", r"claims\.csv\.meta\.toml: column 'city': expected city = "
+                                              r"\{description = .*aliases = \[.*\(found a value of the wrong type\)"),
+    ("[columns]\ncity = {descr = 'x'}\n", r"claims\.csv\.meta\.toml: column 'city': expected .* \(found descr\)"),
 ])
 def test_a_bad_sidecar_names_its_file_and_what_is_wrong(tmp_path: Path, sidecar: str, says: str):
     files = write_tables(tmp_path / "data")
@@ -275,6 +278,31 @@ def test_rag_index_refuses_a_folder_of_tables_alone(tmp_path: Path, docs: Path):
     assert isinstance(result.exception, InputError)
     assert "holds 1 table file(s) (claims.csv) but no documents; an index needs documents" in str(result.exception)
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_column_s_aliases_reach_the_sql_writer_the_router_and_the_critic(tmp_path: Path):
+    """``city = {description = "...", aliases = [...]}``: the words staff use for a column, kept in the record, shown
+    beside its description, linked by the cue router as the column's own and read by the coverage checks."""
+    from rag.data.coverage import _about
+    from rag.data.schemalink import Vocabulary, read_cues
+
+    files = write_tables(tmp_path / "data")
+    (tmp_path / "data" / "claims.csv.meta.toml").write_text(
+        'description = "One row per insurance claim"\n[columns]\n'
+        'city = {description = "Branch that took the claim", aliases = ["office", "intake  branch"]}\n'
+        'amount = "Claimed amount in EUR"\n', encoding="utf-8")
+    record = build_database([files["claims"]], tmp_path / "t.duckdb")
+    city = next(c for c in record["tables"][0]["columns"] if c["name"] == "city")
+    assert (city["description"], city["aliases"]) == ("Branch that took the claim", ["office", "intake branch"])
+    assert "amount" in [c["name"] for c in record["tables"][0]["columns"] if "aliases" not in c]
+    assert "-- Branch that took the claim; also called: office, intake branch; e.g. Boston" in schema_summary(record)
+    vocab = Vocabulary.from_record(record)
+    without = Vocabulary.from_record({"tables": [{**record["tables"][0], "columns": [
+        {k: v for k, v in c.items() if k != "aliases"} for c in record["tables"][0]["columns"]]}]})
+    assert read_cues("busiest office?", vocab).route == "data" and read_cues("busiest office?", without).route == "docs"
+    assert "office" in vocab.columns and "office" not in without.columns
+    assert ("intake", "branch") in vocab.column_phrases
+    assert _about(city) == "Branch that took the claim (also called: office, intake branch)"
 
 
 def test_aliases_name_a_table_for_the_sql_writer_and_the_router(tmp_path: Path):

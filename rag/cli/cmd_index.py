@@ -67,7 +67,8 @@ def index_cmd(
     in with the rest; a file that cannot be read stops the build and the old index is kept. Describe
     a table for the SQL writer in a sidecar beside it, claims.csv.meta.toml: description = "...",
     aliases = ["case"] (other words for its rows, which the router links to it) and, under
-    \\[columns], amount = "claim amount in EUR"; for a database file, one \\[tables.NAME]
+    \\[columns], amount = "claim amount in EUR" or hazardous = {description = "...", aliases =
+    ["hazmat"]}; for a database file, one \\[tables.NAME]
     section per table. An index needs documents: a folder of tables alone is refused; index your
     documents and add the tables with --tables.
     """

@@ -99,7 +99,7 @@ class Coverage:
         spans = [span for span in _date_spans(index.tables_record or {}, warehouse) if span]
         years = (min(a.year for a, _ in spans), max(b.year for _, b in spans)) if spans else None
         text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in vocab.values)])
-        columns = {(t["name"].lower(), c["name"].lower()): (c["name"], (c.get("description") or "").strip().rstrip("."))
+        columns = {(t["name"].lower(), c["name"].lower()): (c["name"], _about(c))
                    for t in (index.tables_record or {}).get("tables", []) for c in t.get("columns", [])}
         tables = {t["name"].lower(): " ".join([t["name"], *(t.get("aliases") or []), t.get("description") or ""])
                   for t in (index.tables_record or {}).get("tables", [])}
@@ -179,6 +179,13 @@ class Coverage:
             return []  # the table's name is not the column's: "shipments" would link every column of shipments
         return [f"{table}.{name}" + (f" ({about})" if about else "")
                 for table, name, about in ((t, *self.columns[(t, c)]) for t, c in returned)]
+
+
+def _about(column: dict[str, Any]) -> str:
+    """What a column's sidecar says of it: its description, and the other words it is called by (its aliases)."""
+    about = (column.get("description") or "").strip().rstrip(".")
+    aliases = column.get("aliases") or []
+    return f"{about} (also called: {', '.join(aliases)})".strip() if aliases else about
 
 
 def counted(question: str) -> str | None:

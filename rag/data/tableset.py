@@ -140,6 +140,8 @@ def schema_summary(record: dict[str, Any], *, examples: int = 3) -> str:
             lines[0] += f" (also called: {', '.join(table['aliases'])})"
         for col in table.get("columns", []):
             notes = [col["description"].rstrip(". ")] if col.get("description") else []  # "...; e.g." reads on
+            if col.get("aliases"):
+                notes.append(f"also called: {', '.join(col['aliases'])}")
             shown = col.get("examples", [])[:examples]
             if shown:
                 notes.append("e.g. " + ", ".join(shown))
@@ -337,6 +339,7 @@ def _describe(con: Any, entry: dict[str, Any], meta: dict[str, Any] | None, path
     """Set ``entry``'s descriptions (sidecar first, then the source's comments) and write them as COMMENTs."""
     inner = entry.pop("_inner")
     table_desc, col_desc = entry.pop("_comment"), dict(entry.pop("_columns"))
+    col_aliases: dict[str, list[str]] = {}
     if meta is not None:
         side = meta["_file"]
         part: Any = meta
@@ -362,21 +365,36 @@ def _describe(con: Any, entry: dict[str, Any], meta: dict[str, Any] | None, path
             if col not in names:
                 raise InputError(f"{side}: column {col!r} is not in table {entry['name']} ({path.name}); its columns "
                                  f"are: {', '.join(names)}")
+            if isinstance(text, dict):  # {description = "...", aliases = ["..."]}: the words staff use for it too
+                text, col_aliases[col] = _column_entry(side, col, text)
             if not isinstance(text, str):
-                raise InputError(f"{side}: column {col!r}: the description must be a string, e.g. {col} = \"...\"")
+                raise InputError(f"{side}: column {col!r}: the description must be a string, e.g. {col} = \"...\", "
+                                 f"or {col} = {{description = \"...\", aliases = [\"...\"]}}")
             col_desc[col] = text
     entry["description"] = table_desc.strip() if table_desc else None
     entry["_described"] = {k: v.strip() for k, v in col_desc.items() if v and v.strip()}
+    entry["_aliases"] = col_aliases
     if entry["description"]:
         con.execute(f"COMMENT ON TABLE {_ident(entry['name'])} IS '{_literal(entry['description'])}'")
     for col, text in entry["_described"].items():
         con.execute(f"COMMENT ON COLUMN {_ident(entry['name'])}.{_ident(col)} IS '{_literal(text)}'")
 
 
+def _column_entry(side: str, col: str, entry: dict[str, Any]) -> tuple[str, list[str]]:
+    """A column given as ``{description = "...", aliases = ["..."]}``: its description and its aliases, checked."""
+    extra = sorted(set(entry) - {"description", "aliases"})
+    aliases = entry.get("aliases", [])
+    if extra or not isinstance(entry.get("description", ""), str) or not isinstance(aliases, list) or not all(
+            isinstance(a, str) and a.strip() for a in aliases):
+        raise InputError(f"{side}: column {col!r}: expected {col} = {{description = \"...\", aliases = [\"...\"]}} "
+                         f"(found {', '.join(extra) or 'a value of the wrong type'})")
+    return entry.get("description", ""), [" ".join(a.split()) for a in aliases]
+
+
 def _summarize(con: Any, entry: dict[str, Any]) -> None:
     """Rows, and per column the type, description and up to three distinct example values (first in row order)."""
     q = _ident(entry["name"])
-    described = entry.pop("_described")
+    described, aliased = entry.pop("_described"), entry.pop("_aliases", {})
     entry["rows"] = int(con.execute(f"SELECT count(*) FROM {q}").fetchone()[0])
     columns = []
     for col, kind in con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = "
@@ -392,7 +410,8 @@ def _summarize(con: Any, entry: dict[str, Any]) -> None:
                 examples.append(short)
             if len(examples) == 3:
                 break
-        columns.append({"name": col, "type": kind, "description": described.get(col), "examples": examples})
+        columns.append({"name": col, "type": kind, "description": described.get(col), "examples": examples,
+                        **({"aliases": aliased[col]} if aliased.get(col) else {})})
     entry["columns"] = columns
     entry.update({k: entry.pop(k) for k in ("rows", "description", "aliases", "columns") if k in entry})  # in order
 

@@ -75,6 +75,11 @@ class Vocabulary:
                 vocab.columns |= set(parts) | ({"date"} if "DATE" in kind or "TIMESTAMP" in kind else set())
                 if len(parts) > 1:
                     vocab.column_phrases.add(tuple(parts))
+                for alias in col.get("aliases") or []:  # "hazmat" for hazardous, "pickup date" for shipped_on
+                    said = [stem(w) for w in words(alias) if w not in UNITS]
+                    vocab.columns |= set(said)
+                    if len(said) > 1:
+                        vocab.column_phrases.add(tuple(said))
                 if len(parts) == 1 and words(col["name"])[-1:] == ["id"]:  # shipment_id: "shipment number", "claim no"
                     vocab.column_phrases |= {(parts[0], w) for w in ID_NOUNS}
                 naming = words(naming_clause(col.get("description")))
