@@ -142,7 +142,8 @@ def main() -> None:
                        args.short_names)
     routes = {i.id: {"before": before[i.id], "today": today.read_cues(i.question, vocab)} for i in pooled}
     command = (f"python benchmarks/router_rounds.py --index-dir {shown_path(args.index_dir)} --before {args.before} "
-               + (f"--before-index {shown_path(args.before_index)} " if args.before_index else "") + f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
+               + (f"--before-index {shown_path(args.before_index)} " if args.before_index else "")
+               + f"--report {' '.join(args.report)}" + (" --short-names" if args.short_names else "")
                + (f" --also {' '.join(args.also)}" if args.also else "")
                + (f" --out {shown_path(args.out)}" if args.out else ""))
     lines = ["# The cue router's rules before and after a round, on questions neither was written with", "",

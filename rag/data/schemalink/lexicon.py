@@ -35,6 +35,7 @@ MODALS = {"must", "may", "should", "shall", "ought", "could", "would"}
 CONTRACTED = {"shouldn't", "shouldnt", "should've", "shouldve", "mustn't", "mustnt", "can't", "cant", "cannot",
               "couldn't", "couldnt", "wouldn't", "wouldnt", "shouldn", "mustn", "couldn", "wouldn"}  # "loads it
 # shouldn't have carried" (a curly apostrophe: "shouldn", "t"): a modal all the same
+MODAL_WORDS = MODALS | CONTRACTED | {"can"}  # every word that can be a question's modal verb
 PARTICIPLES = {"had", "paid", "made", "done", "sent", "got", "gone", "seen", "told", "sold", "held", "kept", "set"}
 WOULD = {"we'd", "you'd", "they'd", "i'd", "it'd"}  # "the most we'd pay out": applies a rule (not "the date we'd
 # promised", a past participle: had)
@@ -150,6 +151,11 @@ def month_may(toks: list[str], i: int) -> bool:
     """'in May 2024': the month, not the modal."""
     return toks[i] == "may" and (i > 0 and toks[i - 1] in {"in", "of", "since", "until", "during"} | MONTHS
                                  or i + 1 < len(toks) and (toks[i + 1].isdigit() or toks[i + 1] in MONTHS))
+
+
+def modal(toks: list[str], i: int) -> bool:
+    """Whether ``toks[i]`` is a modal the question uses as one: not "May" the month, not a request ("could you")."""
+    return toks[i] in MODAL_WORDS and not month_may(toks, i) and not polite(toks, i)
 
 
 def would(toks: list[str], i: int) -> bool:

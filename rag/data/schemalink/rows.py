@@ -6,9 +6,8 @@ from __future__ import annotations
 from rag.data.schemalink.lexicon import (
     AGGREGATES,
     BOUNDS,
-    CONTRACTED,
     DURATIONS,
-    MODALS,
+    MODAL_WORDS,
     NEEDS,
     PREPOSITIONS,
     QUANTIFIERS,
@@ -20,9 +19,11 @@ from rag.data.schemalink.lexicon import (
 )
 from rag.data.schemalink.vocabulary import Vocabulary
 
+VERB_LIKE = VERBS | MODAL_WORDS  # verbs and modals: where a count's words end; what a noun phrase lacks
+
 
 def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[int], linked: dict[int, str],
-          vocab: Vocabulary) -> tuple[str | None, str | None]:
+              vocab: Vocabulary) -> tuple[str | None, str | None]:
     """(a strong reason: counts or lists rows outright; a weak one: an aggregate, a top few or a record's value)."""
     count = None  # a weak count, kept while a strong reason may still come
     table = lambda j: stems[j] in vocab.tables  # noqa: E731
@@ -31,7 +32,7 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
     for i in range(len(toks) - 1):
         if toks[i] == "how" and toks[i + 1] in {"many", "much"}:  # the counted words end at the verb:
             span = range(i + 2, min(len(toks), i + 6))  # "how many days must a customer ..." counts days
-            end = next((j for j in span if toks[j] in VERBS or toks[j] in MODALS | CONTRACTED), span.stop)
+            end = next((j for j in span if toks[j] in VERB_LIKE), span.stop)
             unit = next((j for j in (i + 2, i + 3) if j < len(toks) and toks[j] in DURATIONS), None)
             if unit is not None and (unit == i + 2 or toks[i + 2] in {"working", "business", "calendar"}):
                 end = min(end, unit + 1)  # "how many days after delivery ...": counts days, not the deliveries
@@ -64,9 +65,10 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
             return f"asks which {toks[j]}", None
     for i, t in enumerate(toks):
         if t in QUANTIFIERS:  # "any claims", "all express shipments", "any key accounts" (a column's plural)
+            # a singular only right after the quantifier, its values or a date ("any open claim", "every Q1
+            # shipment"; not "any compensation if their delivery")
             j = next((j for j in range(i + 1, min(len(toks), i + 5)) if (table(j) or j in nouns) and (
-                toks[j] != stems[j] or table(j) and _between(toks, linked, nouns, i, j))), None)  # a singular only right after the quantifier,
-            # its values or a date ("any open claim", "every Q1 shipment"; not "any compensation if their delivery")
+                toks[j] != stems[j] or table(j) and _between(toks, linked, nouns, i, j))), None)
             if j is not None:
                 return f"asks about {t} {toks[j]}", None
     record = next((t for t in toks if id_shape(t) in vocab.ids), None)
@@ -94,7 +96,7 @@ def read_rows(toks: list[str], stems: list[str], starts: set[int], nouns: set[in
         # claims filed", "top 3 carriers by ...", "biggest single claim? which customer"
         return None, f"asks for the {sup} {toks[min(nouns)]}"
     heads = [j for s in starts for j in range(s, min(len(toks), s + 2)) if table(j)]  # "Customers with a credit
-    if heads and (sup or not any(t in VERBS | MODALS | CONTRACTED for t in toks)):  # limit under 10,000?", "carrier with the
+    if heads and (sup or not any(t in VERB_LIKE for t in toks)):  # limit under 10,000?", "carrier with the
         return None, f"asks for the {toks[heads[0]]}"  # lowest average claim amount?": a noun phrase asks for rows
     for i in starts:  # "which key accounts ...": a column's plural, weak (a rule question may say it too)
         j = next((j for j in range(i + 1, min(len(toks), i + 4)) if j in nouns and toks[j] != stems[j]), None)

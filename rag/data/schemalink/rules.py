@@ -6,10 +6,8 @@ from __future__ import annotations
 from rag.data.schemalink.lexicon import (
     AGGREGATES,
     COMPARE,
-    CONTRACTED,
     EXCLUDING,
     IMPLICIT,
-    MODALS,
     MONTHS,
     PHRASAL,
     QUASI,
@@ -17,8 +15,7 @@ from rag.data.schemalink.lexicon import (
     RULE_WORDS,
     THRESHOLD,
     is_content,
-    month_may,
-    polite,
+    modal,
     root,
     stem,
     words,
@@ -30,8 +27,7 @@ from rag.data.schemalink.vocabulary import Vocabulary
 def asks_rule(toks: list[str]) -> bool:
     """Whether the question's verb is a rule: "what is the heaviest X is allowed to be", "must a Y ...": a modal, or
     "have to"/"allowed to", in a question that neither counts nor lists rows outright (those apply the rule)."""
-    return any(t in MODALS | CONTRACTED | {"can"} and not month_may(toks, k) and not polite(toks, k) for k, t in enumerate(toks)) or \
-        any(pair in QUASI for pair in zip(toks, toks[1:]))
+    return any(modal(toks, k) for k in range(len(toks))) or any(pair in QUASI for pair in zip(toks, toks[1:]))
 
 
 def read_rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str | None:
@@ -52,8 +48,7 @@ def read_rule(toks: list[str], linked: dict[int, str], vocab: Vocabulary) -> str
             continue
         if any((t, p) in PHRASAL for p in toks[i + 1:i + 5]) or stem(t) in columns:  # "break the claims down by
             continue  # status"; "limit" after "credit limits" is the column again
-        if t in RULE_WORDS or t in IMPLICIT or t in MODALS | CONTRACTED | {"can"} and not month_may(toks, i) and not polite(toks, i) \
-                or would(toks, i):
+        if t in RULE_WORDS or t in IMPLICIT or modal(toks, i) or would(toks, i):
             return f"names a rule ('{t}')"
         if i + 1 < len(toks) and (t, toks[i + 1]) in QUASI:
             return f"names a rule ('{t} {toks[i + 1]}')"
