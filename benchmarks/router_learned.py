@@ -9,7 +9,9 @@ splits (each also without its questions that repeat one learned from: :func:`rep
 set (beside the index; none of its items is learned from). Per set: the share
 routed right with its Wilson interval, the paired comparison (McNemar, exact), right/items per gold route; then the
 seconds the fit takes and the median milliseconds per routed question, side by side. ``--combined`` adds the two
-together, ``both`` where they disagree (the safe route on doubt), against the cues alone.
+together, ``both`` where they disagree (the safe route on doubt), against the cues alone; ``--gated P`` the cues
+overruled by the learned route where it differs and is at least P sure (``router = "cues+learned"``,
+``router_overrule = P``), against the cues alone.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def main() -> None:
                         "2026-12-07 afternoon)")
     parser.add_argument("--combined", action="store_true", help="also a table of the two combined, `both` where "
                         "they disagree, against the cues alone")
+    parser.add_argument("--gated", type=float, help="also a table of router = cues+learned at this router_overrule "
+                        "(the learned route where it differs and is at least this sure) against the cues alone")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -88,7 +92,7 @@ def main() -> None:
     lines = ["# The learned router against the cue router, on questions neither chose on", "",
              f"Command: `python benchmarks/router_learned.py --index-dir $SIEVE_HOME/demo/ops/index --train {args.train} "
              f"--report {args.report}" + (" --short-names" if args.short_names else "")
-             + (" --combined" if args.combined else "")
+             + (" --combined" if args.combined else "") + (f" --gated {args.gated:g}" if args.gated else "")
              + (f" --out {args.out.as_posix()}" if args.out else "") + "`", "",
              f"Learned from {args.labels.name}, splits {', '.join(train)}: {sum(learned.counts.values())} questions "
              f"({', '.join(f'{n} {r}' for r, n in learned.counts.items())}). No model call in either router.", "",
@@ -97,15 +101,27 @@ def main() -> None:
     misses: list[str] = []
     combined = ["", "Combined (`both` where the two disagree) against the cues alone:", "",
                 "| questions | n | cues | combined | paired (McNemar) |", "|---|---|---|---|---|"]
+    gated = ["", f"Gated (router = cues+learned, router_overrule = {args.gated:g}: the learned route where it differs "
+             "and is at least that sure) against the cues alone:", "",
+             "| questions | n | cues | gated | overruled | paired (McNemar) |", "|---|---|---|---|---|---|"] \
+        if args.gated else []
+    gated_misses: list[str] = []
     for name, items, list_misses in sets:
-        cues, mine, both = [], [], []
+        cues, mine, both, gate, overruled = [], [], [], [], 0
         for item in items:
             t0 = time.perf_counter()
             cue = read_cues(item.question, vocab).route
             cues.append(cue == item.meta["route"])
             t1 = time.perf_counter()
-            got = learned.route(item.question)[0]
+            got, _, sure = learned.read(item.question)
             both.append((cue if cue == got else "both") == item.meta["route"])
+            chosen = got if got != cue and sure >= (args.gated or 2.0) else cue
+            overruled += chosen != cue
+            gate.append(chosen == item.meta["route"])
+            if args.gated and list_misses and chosen != item.meta["route"]:
+                gated_misses.append(f"- `{item.id}` ({item.meta['route']}, gated says {chosen}"
+                                    + (f", learned p={sure:.2f} over the cues' {cue}" if chosen != cue else "")
+                                    + f"): {item.question}")
             timing["cues"].append(t1 - t0)
             timing["learned"].append(time.perf_counter() - t1)
             mine.append(got == item.meta["route"])
@@ -120,13 +136,18 @@ def main() -> None:
         j = compare_paired([float(x) for x in cues], [float(x) for x in both], "cues", "combined")
         combined.append(f"| {name} | {len(items)} | {share(sum(cues), len(items))} | {share(sum(both), len(items))} | "
                         f"{j.only_a} worse, {j.only_b} better, p={j.p:.3f} |")
+        if args.gated:
+            g = compare_paired([float(x) for x in cues], [float(x) for x in gate], "cues", "gated")
+            gated.append(f"| {name} | {len(items)} | {share(sum(cues), len(items))} | {share(sum(gate), len(items))} "
+                         f"| {overruled} | {g.only_a} worse, {g.only_b} better, p={g.p:.4f} |")
     cue_ms, learned_ms = (statistics.median(timing[k]) * 1000 for k in ("cues", "learned"))
     lines += ["", "| router | fit when the agent is built (s) | per question, median (ms) | per question, ratio to cues |",
               "|---|---|---|---|",
               f"| cues | - | {cue_ms:.2f} | 1.00 |",
               f"| learned | {fit_s:.2f} | {learned_ms:.2f} | {learned_ms / cue_ms:.2f} |",
-              *(combined if args.combined else []),
-              "", "What the learned router gets wrong:", "", *misses]
+              *(combined if args.combined else []), *gated,
+              "", "What the learned router gets wrong:", "", *misses,
+              *(["", "What the gated router gets wrong:", "", *gated_misses] if args.gated else [])]
     emit(lines, args.out)
 
 

@@ -41,7 +41,8 @@ DENSE_INDEXES = ("auto", "flat", "hnsw")  # rag.index.build
 ANSWER_CONTEXTS = ("graded", "accepted")  # rag.agent.module
 DEMO_POSITIONS = ("after", "before", "shared")  # rag.lm.adapter.SieveAdapter(demo_position=...)
 DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
-ROUTERS = ("cues", "model", "learned")  # rag.data.schemalink, signatures.SourceRouter, rag.data.labelled
+# rag.data.schemalink, signatures.SourceRouter, rag.data.labelled, the first overruled by the third
+ROUTERS = ("cues", "model", "learned", "cues+learned")
 SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
 SQL_LINKS = ("off", "names", "values")  # rag.data.valuelinks
 CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "absent", "counts", "records", "empty", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
@@ -151,12 +152,16 @@ class Settings:
     data_route: str = "auto"
     # who routes a question on that index: "cues" = its wording against the tables' own names and values, no model
     # call (rag.data.schemalink); "model" = the SourceRouter signature on the grader's model; "learned" = a classifier
-    # over the question's embedding, fitted from router_labels when the agent is built (rag.data.labelled)
+    # over the question's embedding, fitted from router_labels when the agent is built (rag.data.labelled);
+    # "cues+learned" = the cues, overruled where the classifier is at least router_overrule sure of another route
     router: str = "cues"
-    # for router = "learned": a JSONL of questions labelled with "route" (docs, data or both; Sieve's golden schema,
-    # as `rag demo ops` writes one) to learn from
+    # for router = "learned" or "cues+learned": a JSONL of questions labelled with "route" (docs, data or both;
+    # Sieve's golden schema, as `rag demo ops` writes one) to learn from
     router_labels: str = ""
     router_splits: str = "train,dev"  # the splits of router_labels learned from (comma-separated); never one you report on
+    # for router = "cues+learned": the classifier's probability at or above which its route replaces the cues' (0.5 to
+    # 1.0; chosen on 450 labelled questions the cue rules were not written on: benchmarks/results/router_gated_dev.md)
+    router_overrule: float = 0.7
     sql_rows: int = 50  # the guard adds LIMIT N to a query without one and lowers a larger one; rows fetched at most
     sql_timeout_s: float = 5.0  # a query running longer is interrupted and reported as failed
     sql_corrections: int = 1  # a refused or failing query goes back to the SQLWriter with the reason this many times
@@ -291,9 +296,12 @@ class Settings:
             raise ConfigError(f"sql_output={self.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
-        if self.router == "learned" and not (self.router_labels.strip() and self.router_splits.strip()):
-            raise ConfigError("router = learned needs router_labels = FILE (questions labelled with \"route\") and "
-                              "router_splits (e.g. train,dev); or use router = cues, which needs no labels")
+        if self.router in ("learned", "cues+learned") and not (self.router_labels.strip() and self.router_splits.strip()):
+            raise ConfigError(f"router = {self.router} needs router_labels = FILE (questions labelled with \"route\") "
+                              "and router_splits (e.g. train,dev); or use router = cues, which needs no labels")
+        if not 0.5 <= self.router_overrule <= 1.0:
+            raise ConfigError(f"router_overrule={self.router_overrule!r} is not allowed; use a probability from 0.5 to "
+                              "1.0 (1.0: the cues are never overruled)")
         if self.critic not in CRITIC_MODES:
             raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
         if self.sql_examples.strip() and not self.sql_example_splits.strip():

@@ -937,6 +937,42 @@ def test_the_learned_router_routes_by_the_labelled_questions_with_no_model_call(
     assert (again.weights == data.learned.weights).all()  # the fit is deterministic
 
 
+def test_cues_learned_lets_a_sure_classifier_overrule_the_cues(ops, tmp_path):
+    """router = cues+learned: the cues route, and the learned router's route replaces theirs only where it differs
+    and the classifier gives it at least router_overrule; the trace keeps what the cues said and why."""
+    import numpy as np
+
+    from rag.data.labelled import ROUTES, LearnedRouter
+    from rag.errors import ConfigError
+
+    index, _ = ops
+    data, _ = data_stages(index, load_settings({"index_dir": index.dir, "router": "cues+learned",
+                                                "router_labels": str(_labels(ops, tmp_path))}))
+    assert data.cues is not None and data.learned is not None and data.overrule == 0.7
+    question = "How many claims are open?"
+    no_model = lambda *a, **k: pytest.fail("the router called a model")  # noqa: E731
+    cues_say = data.route(question, Trace(question=question), no_model)
+    other = next(r for r in ROUTES if r != cues_say)
+    dim = data.learned.weights.shape[0]
+
+    def sure_of(p):  # a classifier that gives ``other`` probability p whatever the question
+        rest = (1 - p) / 2
+        bias = np.log([p if r == other else rest for r in ROUTES])
+        return LearnedRouter(np.zeros((dim, 3)), bias, index.query_encoder.encode, {"docs": 1}, "scripted")
+
+    data.learned = sure_of(0.9)
+    trace = Trace(question=question)
+    assert data.route(question, trace, no_model) == other == trace.steps[0].route
+    assert f"the cues said {cues_say}" in trace.steps[0].notes[-1] and "p=0.90" in trace.steps[0].reason
+    data.learned = sure_of(0.6)  # below router_overrule: the cues stand
+    trace = Trace(question=question)
+    assert data.route(question, trace, no_model) == cues_say and len(trace.steps[0].notes) == 1
+    with pytest.raises(ConfigError, match="router = cues\\+learned needs router_labels"):
+        load_settings({"router": "cues+learned"})
+    with pytest.raises(ConfigError, match="router_overrule=0.3 is not allowed; use a probability from 0.5 to 1.0"):
+        load_settings({"router_overrule": 0.3})
+
+
 def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
     from rag.data.labelled import learn_router
     from rag.errors import ConfigError, InputError

@@ -5,7 +5,8 @@
           -> both            the documents' loop, then sql told what the accepted passages say; answer from both
 
 The router is the question's wording read against the tables' own words (``cues``, rag.data.schemalink: no model
-call; the default), a classifier fitted from labelled questions (``learned``, rag.data.labelled: no model call), or
+call; the default), a classifier fitted from labelled questions (``learned``, rag.data.labelled: no model call), the
+cues overruled by that classifier where it is sure of another route (``cues+learned``), or
 the SourceRouter signature, which reads the question and the schema summary; for the model, "both" is the safe
 choice, taken on doubt and on any output it cannot use. The SQLWriter's statement is never trusted:
 :class:`rag.data.Warehouse` passes it through the SQL guard and runs it read-only with a time limit and a row cap.
@@ -51,12 +52,14 @@ class DataRoute(dspy.Module):
     def __init__(self, warehouse: Any, schema: str, *, cues: Any = None, learned: Any = None, examples: Any = None,
                  columns: dict | None = None, rows: int = 50, timeout_s: float = 5.0, corrections: int = 1,
                  text_sql: bool = False, reads_overruled: bool = False, samples: int = 1, temperature: float = 0.7,
-                 links: Any = None):
+                 links: Any = None, overrule: float = 1.0):
         super().__init__()
         self.warehouse = warehouse  # rag.data.Warehouse over the index's tables.duckdb
         self.schema = schema  # rag.data.schema_summary of the index's tables
         self.cues = cues  # rag.data.schemalink.Vocabulary: route by the question's wording; None: by the SourceRouter
         self.learned = learned  # rag.data.labelled.LearnedRouter: route by the labelled questions it is like
+        # with cues too: the learned route replaces the cues' where it is at least this sure (1.0: never)
+        self.overrule = overrule
         self.examples = examples  # rag.data.labelled.SQLExamples: the SQLWriter's demos, the labelled queries nearest
         self.columns = columns or {}  # rag.data.sqlrepair.columns_of: {table: {column: type}}; {}: no schema repairs
         self.rows, self.timeout_s, self.corrections = rows, timeout_s, corrections
@@ -78,7 +81,9 @@ class DataRoute(dspy.Module):
             read = read_cues(question, self.cues)
             step.route, step.reason = read.route, read.reason
             step.notes.append("routed by the question's wording (router = cues): no model call")
-            return read.route
+            if self.learned is not None and self.overrule < 1.0:
+                self._overrule(question, step)
+            return step.route
         if self.learned is not None:
             step.route, step.reason = self.learned.route(question)
             step.notes.append("routed by the labelled questions it is like (router = learned): no model call")
@@ -101,6 +106,16 @@ class DataRoute(dspy.Module):
             source = "both"
         step.route, step.reason = source, " ".join(str(getattr(pred, "reason", "") or "").split()) or None
         return source
+
+    def _overrule(self, question: str, step: Step) -> None:
+        """router = cues+learned: the learned router's route replaces the cues' where it differs and the classifier is
+        at least ``overrule`` sure of it; the cues' reason stays in the notes."""
+        route, reason, sure = self.learned.read(question)
+        if route == step.route or sure < self.overrule:
+            return
+        step.notes.append(f"the cues said {step.route} ({step.reason}); overruled by the labelled questions "
+                          f"(router = cues+learned, p >= {self.overrule:g})")
+        step.route, step.reason = route, reason
 
     def query(self, question: str, trace: Trace, call: Callable[..., Any], documents: Sequence[Any] = ()) -> list[Hit]:
         """The SQL evidence for ``question`` (one Hit, ``sql:1``), or [] when the tables gave nothing usable."""

@@ -80,9 +80,9 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
 
         warehouse = Warehouse(path)
         vocab = Vocabulary.for_index(index, warehouse, short_names=settings.short_names)
-        cues = vocab if settings.router == "cues" else None
+        cues = vocab if settings.router in ("cues", "cues+learned") else None
         learned = examples = None
-        if settings.router == "learned":
+        if settings.router in ("learned", "cues+learned"):
             from rag.data.labelled import learn_router
 
             learned = learn_router(settings.router_labels, _splits(settings.router_splits), index.query_encoder.encode)
@@ -99,7 +99,7 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
                          columns=columns_of(record), rows=settings.sql_rows, timeout_s=settings.sql_timeout_s,
                          corrections=settings.sql_corrections, text_sql=settings.sql_output == "text",
                          reads_overruled=settings.sql_reads_overruled, samples=settings.sql_samples,
-                         temperature=settings.sql_sample_temperature,
+                         temperature=settings.sql_sample_temperature, overrule=settings.router_overrule,
                          links=ValueLinks.from_record(record, warehouse, vocab.column_values,
                                                       names_only=settings.sql_links == "names", short=vocab.short,
                                                       paths=settings.sql_join_paths)

@@ -8,7 +8,8 @@ query encoder, so no other model is loaded and no model is called:
 - ``router = "learned"`` (``router_labels``, ``router_splits``): :class:`LearnedRouter`, a multinomial logistic
   regression over the questions' embeddings. The cue router (rag.data.schemalink) needs no labels, but misses what
   the tables never say ("hauliers", "loads") and rule questions worded as counts; this one learns them from the
-  labels, for their domain only. The fit is fixed, not tuned: L2 strength 1 over the training set, ``STEPS``
+  labels, for their domain only; ``router = "cues+learned"`` keeps the cues and lets this classifier overrule them
+  where it is at least ``router_overrule`` sure of another route. The fit is fixed, not tuned: L2 strength 1 over the training set, ``STEPS``
   full-batch gradient steps at ``RATE`` from zero, which is deterministic. Items to be refused are left out: where
   the answer to an unanswerable question would be is not a label. Results: benchmarks/results/router_learned.md.
 - ``sql_examples`` (``sql_example_splits``, ``sql_demos``): :class:`SQLExamples`, the labelled questions most like
@@ -52,10 +53,14 @@ class LearnedRouter:
 
     def route(self, question: str) -> tuple[str, str]:
         """The route of ``question`` and why: the probability and what it was learned from."""
+        return self.read(question)[:2]
+
+    def read(self, question: str) -> tuple[str, str, float]:
+        """The route of ``question``, why, and the probability the classifier gives it."""
         p = self.probabilities(question)
         route = ROUTES[int(p.argmax())]
         return route, (f"most like the labelled {route} questions (p={p.max():.2f}; learned from "
-                       f"{sum(self.counts.values())} in {self.source})")
+                       f"{sum(self.counts.values())} in {self.source})"), float(p.max())
 
 
 def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
