@@ -158,7 +158,8 @@ class Settings:
     # for router = "learned" or "cues+learned": a JSONL of questions labelled with "route" (docs, data or both;
     # Sieve's golden schema, as `rag demo ops` writes one) to learn from
     router_labels: str = ""
-    router_splits: str = "train,dev"  # the splits of router_labels learned from (comma-separated); never one you report on
+    # the splits of router_labels learned from (comma-separated; "all": every split); never one you report on
+    router_splits: str = "train,dev"
     # for router = "cues+learned": the classifier's probability at or above which its route replaces the cues' (0.5 to
     # 1.0; chosen on 450 labelled questions the cue rules were not written on: benchmarks/results/router_gated_dev.md)
     router_overrule: float = 0.7
@@ -171,7 +172,8 @@ class Settings:
     # a JSONL of questions with their "gold_sql" (Sieve's golden schema, as `rag demo ops` writes one): the SQLWriter
     # is shown the sql_demos of them most like each question, with their statements (rag.data.labelled); "" = none
     sql_examples: str = ""
-    sql_example_splits: str = "train,dev"  # the splits of sql_examples shown; never one you report on
+    # the splits of sql_examples shown (comma-separated; "all": every split); never one you report on
+    sql_example_splits: str = "train,dev"
     sql_demos: int = 3  # examples shown per question
     # also show worked examples written from the index's own tables by fixed templates (rag.data.drills: counts,
     # breakdowns, month ranges, joins on a name, date gaps; each statement checked on the tables), no labels needed
@@ -296,7 +298,8 @@ class Settings:
             raise ConfigError(f"sql_output={self.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
         if self.router not in ROUTERS:
             raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
-        if self.router in ("learned", "cues+learned") and not (self.router_labels.strip() and self.router_splits.strip()):
+        labelled = self.router_labels.strip() and self.router_splits.strip()
+        if self.router in ("learned", "cues+learned") and not labelled:
             raise ConfigError(f"router = {self.router} needs router_labels = FILE (questions labelled with \"route\") "
                               "and router_splits (e.g. train,dev); or use router = cues, which needs no labels")
         if not 0.5 <= self.router_overrule <= 1.0:

@@ -942,7 +942,7 @@ def test_cues_learned_lets_a_sure_classifier_overrule_the_cues(ops, tmp_path):
     and the classifier gives it at least router_overrule; the trace keeps what the cues said and why."""
     import numpy as np
 
-    from rag.data.labelled import ROUTES, LearnedRouter
+    from rag.data.labelled import ROUTES, LearnedRouter, learn_router
     from rag.errors import ConfigError
 
     index, _ = ops
@@ -967,6 +967,9 @@ def test_cues_learned_lets_a_sure_classifier_overrule_the_cues(ops, tmp_path):
     data.learned = sure_of(0.6)  # below router_overrule: the cues stand
     trace = Trace(question=question)
     assert data.route(question, trace, no_model) == cues_say and len(trace.steps[0].notes) == 1
+    labels = _labels(ops, tmp_path)
+    every = [r for r in map(json.loads, labels.read_text().splitlines()) if not r["should_refuse"]]
+    assert sum(learn_router(labels, ["all"], index.query_encoder.encode).counts.values()) == len(every)
     with pytest.raises(ConfigError, match="router = cues\\+learned needs router_labels"):
         load_settings({"router": "cues+learned"})
     with pytest.raises(ConfigError, match="router_overrule=0.3 is not allowed; use a probability from 0.5 to 1.0"):

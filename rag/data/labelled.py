@@ -9,9 +9,10 @@ query encoder, so no other model is loaded and no model is called:
   regression over the questions' embeddings. The cue router (rag.data.schemalink) needs no labels, but misses what
   the tables never say ("hauliers", "loads") and rule questions worded as counts; this one learns them from the
   labels, for their domain only; ``router = "cues+learned"`` keeps the cues and lets this classifier overrule them
-  where it is at least ``router_overrule`` sure of another route. The fit is fixed, not tuned: L2 strength 1 over the training set, ``STEPS``
-  full-batch gradient steps at ``RATE`` from zero, which is deterministic. Items to be refused are left out: where
-  the answer to an unanswerable question would be is not a label. Results: benchmarks/results/router_learned.md.
+  where it is at least ``router_overrule`` sure of another route. The fit is fixed, not tuned: L2 strength 1 over
+  the training set, ``STEPS`` full-batch gradient steps at ``RATE`` from zero, which is deterministic. Items to be
+  refused are left out: where the answer to an unanswerable question would be is not a label. Results:
+  benchmarks/results/router_learned.md and router_gated_test.md.
 - ``sql_examples`` (``sql_example_splits``, ``sql_demos``): :class:`SQLExamples`, the labelled questions most like
   the one asked, shown to the SQL writer with their gold statements as demos (the schema left out: the prompt shows
   it already). A 1.5B model that does not know how this warehouse computes an on-time rate or a late claim copies
@@ -76,8 +77,9 @@ def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndar
 
 
 def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[dict[str, Any]]:
-    """The answerable items of ``path`` (Sieve's golden JSONL) in ``splits``, each with an ``id`` (its line when it
-    has none); an InputError naming the setting or the file's line and the fix when it cannot be read."""
+    """The answerable items of ``path`` (Sieve's golden JSONL) in ``splits`` (``all``: every split), each with an
+    ``id`` (its line when it has none); an InputError naming the setting or the file's line and the fix when it cannot
+    be read."""
     from rag.ingest.jsonl import json_lines
 
     items = []
@@ -85,7 +87,7 @@ def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs:
                                    f"{needs}, e.g. the golden.jsonl that `rag demo ops` writes"):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
             raise InputError(f"{where}: expected an object with a non-empty \"question\" string")
-        if str(rec.get("split") or "") in splits and not rec.get("should_refuse"):
+        if ("all" in splits or str(rec.get("split") or "") in splits) and not rec.get("should_refuse"):
             items.append({**rec, "id": str(rec.get("id") or f"line {n}")})
     return items
 
