@@ -160,6 +160,16 @@ class Settings:
     router_labels: str = ""
     # the splits of router_labels learned from (comma-separated; "all": every split); never one you report on
     router_splits: str = "train,dev"
+    # an answer to a question like one labelled unanswerable is flagged low_confidence (rag.agent.lookalike, no model
+    # call): golden JSONL files (comma-separated) whose should_refuse items the sources cannot answer and whose other
+    # items they can; "" = off
+    unanswerable_labels: str = ""
+    # the splits of unanswerable_labels learned from (comma-separated; "all": every split); never one you report on
+    unanswerable_splits: str = "train,dev"
+    # flagged when the nearest labelled-unanswerable question is nearer (cosine, the index's encoder) than the
+    # nearest labelled-answerable one by more than this (0 to 1; chosen on dev:
+    # benchmarks/results/unanswerable_like_dev.md)
+    unanswerable_margin: float = 0.05
     # for router = "cues+learned": the classifier's probability at or above which its route replaces the cues' (0.5 to
     # 1.0; chosen on 450 labelled questions the cue rules were not written on: benchmarks/results/router_gated_dev.md)
     router_overrule: float = 0.7
@@ -302,6 +312,12 @@ class Settings:
         if self.router in ("learned", "cues+learned") and not labelled:
             raise ConfigError(f"router = {self.router} needs router_labels = FILE (questions labelled with \"route\") "
                               "and router_splits (e.g. train,dev); or use router = cues, which needs no labels")
+        if not 0.0 <= self.unanswerable_margin < 1.0:
+            raise ConfigError(f"unanswerable_margin={self.unanswerable_margin!r} is not allowed; use a cosine margin "
+                              "from 0 up to (not including) 1")
+        if self.unanswerable_labels.strip() and not self.unanswerable_splits.strip():
+            raise ConfigError("unanswerable_labels needs unanswerable_splits, the splits to learn from (e.g. train,dev "
+                              "or all)")
         if not 0.5 <= self.router_overrule <= 1.0:
             raise ConfigError(f"router_overrule={self.router_overrule!r} is not allowed; use a probability from 0.5 to "
                               "1.0 (1.0: the cues are never overruled)")

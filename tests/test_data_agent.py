@@ -370,7 +370,8 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
-    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic,
+                 lookalikes=lookalikes)(question="How many claims are open?")
     assert nodes(pred) == ["route", "sql", "answer", "critique"] and not pred.low_confidence
     route, critique = pred.trace.of("route")[0], pred.trace.of("critique")[0]
     assert route.route == "data" and "how many (claims)" in route.reason and route.tokens_in == 0
@@ -976,6 +977,54 @@ def test_cues_learned_lets_a_sure_classifier_overrule_the_cues(ops, tmp_path):
         load_settings({"router_overrule": 0.3})
 
 
+def test_an_answer_to_a_question_like_a_labelled_unanswerable_one_is_flagged(ops, tmp_path):
+    """unanswerable_labels (rag.agent.lookalike): a question nearer, through the index's encoder, to a question
+    labelled unanswerable than to any labelled answerable one by more than the margin comes back low_confidence,
+    the critique step naming that question; one like an answerable question does not; bad labels say the fix."""
+    from rag.agent.lookalike import Lookalikes
+    from rag.agent.program import lookalikes
+    from rag.errors import ConfigError, InputError
+
+    index, _ = ops
+    rows = [{"id": "u1", "question": "What is Kite Foods NV's VAT number?", "should_refuse": True},
+            {"id": "u2", "question": "Who signed the delivery receipt for shipment S00054?", "should_refuse": True},
+            {"id": "a1", "question": "How many claims are open?", "should_refuse": False},
+            {"id": "a2", "question": "What is the fuel surcharge rate?", "should_refuse": False}]
+    labels = tmp_path / "lookalikes.jsonl"
+    labels.write_text("".join(json.dumps({"type": "unanswerable" if r["should_refuse"] else "answerable",
+                                          "reference_answer": "" if r["should_refuse"] else "x", "evidence": [],
+                                          "split": "train", **r}) + "\n" for r in rows), encoding="utf-8")
+    settings = load_settings({"index_dir": index.dir, "unanswerable_labels": str(labels)})
+    flagger = lookalikes(index, settings)
+    assert flagger.margin == 0.05 and len(flagger.unanswerable) == 2
+    reason = flagger.like("what's the VAT number of Kite Foods?")
+    assert "What is Kite Foods NV's VAT number?" in reason and "lookalikes.jsonl (splits train, dev)" in reason
+    assert flagger.like("How many open claims are there?") is None
+
+    data, critic = data_stages(index, load_settings({"index_dir": index.dir}))
+    labelled = Lookalikes.from_questions(["How many claims are open?"], ["What is the fuel surcharge rate?"],
+                                         index.query_encoder.encode, 0.05, "scripted")
+    pred, _ = _ask_open_claims(ops, data, critic, lookalikes=labelled)
+    step = pred.trace.of("critique")[0]
+    assert pred.low_confidence and step.check == "lookalike" and pred.critic_reason == step.reason
+    assert "'How many claims are open?' (similarity 1.00" in step.reason
+
+    with pytest.raises(InputError, match="nowhere.jsonl: does not exist; set unanswerable_labels"):
+        Lookalikes.from_files([tmp_path / "nowhere.jsonl"], ["train"], index.query_encoder.encode, 0.05)
+    with pytest.raises(InputError, match="no answerable question in the splits train"):
+        lookalikes(index, settings.replace(unanswerable_labels=str(_only(labels, tmp_path, True))))
+    with pytest.raises(ConfigError, match="unanswerable_margin=1.5 is not allowed"):
+        load_settings({"unanswerable_margin": 1.5})
+
+
+def _only(labels, tmp_path, refuse):
+    """``labels`` with only the items whose should_refuse is ``refuse``."""
+    path = tmp_path / f"only-{refuse}.jsonl"
+    kept = [line for line in labels.read_text().splitlines() if json.loads(line)["should_refuse"] is refuse]
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    return path
+
+
 def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
     from rag.data.labelled import learn_router
     from rag.errors import ConfigError, InputError
@@ -1023,7 +1072,7 @@ def test_the_sql_writer_is_shown_the_labelled_queries_most_like_the_question(ops
     assert nearest["gold_sql"] in writer_prompt and sql.verdict is True and pred.answer.startswith(str(n))
 
 
-def _ask_open_claims(ops, data, critic):
+def _ask_open_claims(ops, data, critic, lookalikes=None):
     """The agent over the demo asked "How many claims are open?", its writer scripted to OPEN_CLAIMS: the
     prediction and the SQL writer's prompt."""
     from rag.retrieval.retriever import Retriever
@@ -1032,7 +1081,8 @@ def _ask_open_claims(ops, data, critic):
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
     start = len(GLOBAL_HISTORY)
-    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic,
+                 lookalikes=lookalikes)(question="How many claims are open?")
     return pred, str(GLOBAL_HISTORY[start]["messages"])
 
 

@@ -70,7 +70,7 @@ class Sieve(dspy.Module):
                  grade_passage_chars: int | None = None, answer_context: str = "graded", id_choices: bool = True,
                  subject_shortcut: bool = True, expander: QueryExpander | None = None, context_tokens: int = 0,
                  reranker: Any = None, router: Any = None, data: Any = None, critic: Any = None,
-                 condenser: Any = None):
+                 condenser: Any = None, lookalikes: Any = None):
         super().__init__()
         self.retriever = retriever
         self.max_rewrites = max_rewrites
@@ -92,6 +92,8 @@ class Sieve(dspy.Module):
         self.data = data  # rag.agent.dataroute.DataRoute over the index's tables; None: documents only
         self.critic = critic  # rag.agent.critique.Critic after each answer; None: no critic
         self.condenser = condenser  # rag.agent.conversation.Condenser for follow-ups; None: history is ignored
+        # rag.agent.lookalike.Lookalikes: an answer to a question like a labelled-unanswerable one is flagged; None: off
+        self.lookalikes = lookalikes
         self.grade = dspy.Predict(Grader)
         self.rewrite = dspy.Predict(Rewriter)
         self.respond = dspy.Predict(Answerer)
@@ -238,7 +240,8 @@ class Sieve(dspy.Module):
         """The answer, and, with a critic, checked against its evidence: written again with the critic's reason at
         most ``critic.retries`` times, then returned flagged ``low_confidence`` when still not grounded."""
         pred = self._write(question, hits, trace, max_chars)
-        gap = self.critic.uncovered(question, trace) if self.critic is not None else None
+        gap = (self.critic.uncovered(question, trace) if self.critic is not None else None) \
+            or self._lookalike(question, trace)
         if gap:  # the question asks about what the index has no record of: flagged, not written again
             pred.low_confidence, pred.critic_reason = True, gap
             trace.steps[-1].notes.append("the answer is returned flagged low_confidence")
@@ -262,6 +265,15 @@ class Sieve(dspy.Module):
                 break
             pred = self._write(question, hits, trace, max_chars, feedback=reason)
         return pred
+
+    def _lookalike(self, question: str, trace: Trace) -> str | None:
+        """Why ``question`` looks like one labelled unanswerable (a ``critique`` step says so), or None."""
+        reason = self.lookalikes.like(question) if self.lookalikes is not None else None
+        if reason:
+            step = trace.add(Step(node="critique", query=question))
+            step.notes.append("the question compared with the questions of unanswerable_labels (no model call)")
+            step.verdict, step.reason, step.check = False, reason, "lookalike"
+        return reason
 
     def _write(self, question: str, hits: list[Any], trace: Trace, max_chars: int | None = None,
                feedback: str | None = None) -> dspy.Prediction:

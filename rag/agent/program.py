@@ -109,6 +109,16 @@ def data_stages(index: Any, settings: Settings) -> tuple[Any, Any]:
     return data, (Critic(settings.critic_retries, settings.critic_checks, coverage) if on else None)
 
 
+def lookalikes(index: Any, settings: Settings) -> Any:
+    """rag.agent.lookalike.Lookalikes from ``unanswerable_labels`` with the index's encoder; None when unset."""
+    if not settings.unanswerable_labels.strip():
+        return None
+    from rag.agent.lookalike import Lookalikes
+
+    return Lookalikes.from_files(_splits(settings.unanswerable_labels), _splits(settings.unanswerable_splits),
+                                 index.query_encoder.encode, settings.unanswerable_margin)
+
+
 def _splits(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
@@ -136,7 +146,8 @@ def build_program(settings: Settings, *, use_artifact: bool = True, retriever=No
                   subject_shortcut=settings.subject_shortcut,
                   expander=QueryExpander(settings.expand_queries, settings.hyde, lm=lms.get("rewriter")),
                   context_tokens=settings.context_tokens, reranker=reranker, router=retriever.router, data=data,
-                  critic=critic, condenser=Condenser(settings.history_turns, settings.history_chars))
+                  critic=critic, condenser=Condenser(settings.history_turns, settings.history_chars),
+                  lookalikes=lookalikes(retriever.index, settings))
     judge = AnswerJudge(lms.get("judge"))
     artifact, messages = None, []
     if use_artifact:

@@ -1,0 +1,74 @@
+"""Questions like ones labelled unanswerable: their answers come back flagged ``low_confidence``.
+
+A golden set says which of its questions the sources cannot answer (``should_refuse``) and which they can. The
+grader's refusal before the answer and the critic's checks after it catch most of the first kind; what still gets
+through is often a question people ask again in other words ("Kite Foods' VAT number?", "who signed for S00123?").
+With ``unanswerable_labels``, each question is compared with the labelled ones through the index's own encoder (the
+nearest-example test of topical guardrails): when its nearest labelled-unanswerable question is nearer, by cosine,
+than its nearest labelled-answerable one by more than ``unanswerable_margin``, the answer is returned flagged, the
+reason naming that question. The answerable labels are what keeps it from flagging every question of the same
+domain. No model call; a question is encoded once more (milliseconds). Results:
+benchmarks/results/unanswerable_like_dev.md and unanswerable_like_test.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rag.errors import InputError
+
+
+class Lookalikes:
+    """``like(question)``: why the question looks like a labelled-unanswerable one, or None."""
+
+    def __init__(self, unanswerable: Sequence[str], vectors: np.ndarray, answerable: np.ndarray,
+                 encode: Callable[[list[str]], np.ndarray], margin: float, source: str = ""):
+        self.unanswerable = list(unanswerable)  # the labelled-unanswerable questions, in the order of ``vectors``
+        self.vectors, self.answerable = vectors, answerable  # unit rows: their embeddings, the answerable ones'
+        self.encode, self.margin, self.source = encode, margin, source
+
+    @classmethod
+    def from_files(cls, paths: Sequence[str | Path], splits: Sequence[str], encode: Callable[[list[str]], np.ndarray],
+                   margin: float) -> Lookalikes:
+        """From the items of ``splits`` (``all``: every split) in the golden JSONL ``paths``; an InputError naming
+        the setting and the fix when they hold no question of one kind."""
+        from rag.eval.golden import load_golden
+
+        files = [Path(p).expanduser() for p in paths]
+        for file in files:
+            if not file.is_file():
+                raise InputError(f"{file}: does not exist; set unanswerable_labels to JSONL files (comma-separated) of "
+                                 "questions in Sieve's golden schema, should_refuse true for those the sources cannot "
+                                 "answer")
+        items = [i for f in files for i in load_golden(f) if "all" in splits or i.split in splits]
+        no = [i.question for i in items if i.should_refuse]
+        yes = [i.question for i in items if not i.should_refuse]
+        if not no or not yes:
+            kind = "unanswerable (should_refuse true)" if not no else "answerable"
+            raise InputError(f"{', '.join(map(str, files))}: no {kind} question in the splits {', '.join(splits)}; "
+                             "unanswerable_labels needs both kinds (set unanswerable_splits, or all)")
+        return cls.from_questions(no, yes, encode, margin, f"{', '.join(f.name for f in files)} (splits "
+                                  f"{', '.join(splits)})")
+
+    @classmethod
+    def from_questions(cls, unanswerable: Sequence[str], answerable: Sequence[str],
+                       encode: Callable[[list[str]], np.ndarray], margin: float, source: str = "") -> Lookalikes:
+        return cls(unanswerable, _unit(encode(list(unanswerable))), _unit(encode(list(answerable))), encode, margin,
+                   source)
+
+    def like(self, question: str) -> str | None:
+        v = _unit(self.encode([question]))[0]
+        near, far = self.vectors @ v, self.answerable @ v
+        i = int(near.argmax())
+        if near[i] - far.max() <= self.margin:
+            return None
+        return (f"the question is like one labelled unanswerable in {self.source}: {self.unanswerable[i]!r} "
+                f"(similarity {near[i]:.2f}; the nearest answerable one {far.max():.2f})")
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    x = np.asarray(vectors, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
