@@ -370,8 +370,7 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
-    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic,
-                 lookalikes=lookalikes)(question="How many claims are open?")
+    pred = Sieve(Retriever(index, mode="hybrid", top_k=3), data=data, critic=critic)(question="How many claims are open?")
     assert nodes(pred) == ["route", "sql", "answer", "critique"] and not pred.low_confidence
     route, critique = pred.trace.of("route")[0], pred.trace.of("critique")[0]
     assert route.route == "data" and "how many (claims)" in route.reason and route.tokens_in == 0
