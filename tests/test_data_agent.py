@@ -1024,6 +1024,35 @@ def _only(labels, tmp_path, refuse):
     return path
 
 
+def test_labelled_questions_are_encoded_once_per_encoder(ops):
+    """rag.data.labelled.encoded: the vectors of labelled questions are kept by the encoder's id and the texts, so an
+    agent built again from the same labels does not encode them again; other texts, or an encoder without an id,
+    are encoded."""
+    import numpy as np
+
+    from rag.data.labelled import encoded
+
+    index, _ = ops
+
+    class Counting:
+        def __init__(self, id):
+            self.id, self.calls = id, 0
+
+        def encode(self, texts):
+            self.calls += 1
+            return index.query_encoder.encode(texts)
+
+    texts = ["How many claims are open?", "Who approves a claim over EUR 5,000?"]
+    enc = Counting("test-encoder")
+    first, again = encoded(texts, enc.encode), encoded(texts, enc.encode)
+    assert enc.calls == 1 and np.array_equal(first, again) and first.shape[0] == 2
+    encoded(texts[:1], enc.encode)
+    assert enc.calls == 2
+    anonymous = Counting(None)
+    encoded(texts, anonymous.encode), encoded(texts, anonymous.encode)
+    assert anonymous.calls == 2
+
+
 def test_the_learned_router_says_what_its_labels_lack(ops, tmp_path):
     from rag.data.labelled import learn_router
     from rag.errors import ConfigError, InputError

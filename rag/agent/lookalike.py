@@ -56,8 +56,10 @@ class Lookalikes:
     @classmethod
     def from_questions(cls, unanswerable: Sequence[str], answerable: Sequence[str],
                        encode: Callable[[list[str]], np.ndarray], margin: float, source: str = "") -> Lookalikes:
-        return cls(unanswerable, _unit(encode(list(unanswerable))), _unit(encode(list(answerable))), encode, margin,
-                   source)
+        from rag.data.labelled import encoded
+
+        return cls(unanswerable, _unit(encoded(unanswerable, encode)), _unit(encoded(answerable, encode)), encode,
+                   margin, source)
 
     def like(self, question: str) -> str | None:
         v = _unit(self.encode([question]))[0]
