@@ -114,13 +114,14 @@ def test_every_field_is_type_checked_from_its_annotation():
     default, as TOML would write it, is accepted."""
     import dataclasses
 
-    from rag.config import Settings, _coerce, _kind
+    from rag.config import Settings
+    from rag.config.sources import _coerce, _kind
     from rag.errors import ConfigError
 
     wrong = {bool: 3, int: [1], float: True, str: 7, Path: 7}
     for f in dataclasses.fields(Settings):
         base, _optional = _kind(f.name)
-        assert base in wrong, f"{f.name}: {f.type} is a type rag.config._coerce does not check"
+        assert base in wrong, f"{f.name}: {f.type} is a type rag.config.sources._coerce does not check"
         with pytest.raises(ConfigError, match=rf"^setting {f.name}=.* is not a valid "):
             _coerce(f.name, wrong[base])
         default = getattr(Settings(), f.name)

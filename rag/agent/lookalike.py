@@ -35,17 +35,13 @@ class Lookalikes:
                    margin: float) -> Lookalikes:
         """From the items of ``splits`` (``all``: every split) in the golden JSONL ``paths``; an InputError naming
         the setting and the fix when they hold no question of one kind."""
-        from rag.eval.golden import load_golden
+        from rag.data.labelled import labelled_items
 
         files = [Path(p).expanduser() for p in paths]
-        for file in files:
-            if not file.is_file():
-                raise InputError(f"{file}: does not exist; set unanswerable_labels to JSONL files (comma-separated) of "
-                                 "questions in Sieve's golden schema, should_refuse true for those the sources cannot "
-                                 "answer")
-        items = [i for f in files for i in load_golden(f) if "all" in splits or i.split in splits]
-        no = [i.question for i in items if i.should_refuse]
-        yes = [i.question for i in items if not i.should_refuse]
+        items = [i for f in files for i in labelled_items(f, splits, "unanswerable_labels", '"should_refuse" (true: '
+                                                          "the sources cannot answer it)", answerable_only=False)]
+        no = [i["question"] for i in items if i.get("should_refuse")]
+        yes = [i["question"] for i in items if not i.get("should_refuse")]
         if not no or not yes:
             kind = "unanswerable (should_refuse true)" if not no else "answerable"
             raise InputError(f"{', '.join(map(str, files))}: no {kind} question in the splits {', '.join(splits)}; "

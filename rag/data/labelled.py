@@ -107,10 +107,11 @@ def fit(vectors: np.ndarray, routes: Sequence[str]) -> tuple[np.ndarray, np.ndar
     return w.astype(np.float32), b.astype(np.float32)
 
 
-def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str) -> list[dict[str, Any]]:
-    """The answerable items of ``path`` (Sieve's golden JSONL) in ``splits`` (``all``: every split), each with an
-    ``id`` (its line when it has none); an InputError naming the setting or the file's line and the fix when it cannot
-    be read."""
+def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs: str,
+                   answerable_only: bool = True) -> list[dict[str, Any]]:
+    """The answerable items of ``path`` (Sieve's golden JSONL; every item with ``answerable_only`` false) in
+    ``splits`` (``all``: every split), each with an ``id`` (its line when it has none); an InputError naming the
+    setting or the file's line and the fix when it cannot be read."""
     from rag.ingest.jsonl import json_lines
 
     items = []
@@ -118,7 +119,8 @@ def labelled_items(path: str | Path, splits: Sequence[str], setting: str, needs:
                                    f"{needs}, e.g. the golden.jsonl that `rag demo ops` writes"):
         if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
             raise InputError(f"{where}: expected an object with a non-empty \"question\" string")
-        if ("all" in splits or str(rec.get("split") or "") in splits) and not rec.get("should_refuse"):
+        chosen = "all" in splits or str(rec.get("split") or "") in splits
+        if chosen and not (answerable_only and rec.get("should_refuse")):
             items.append({**rec, "id": str(rec.get("id") or f"line {n}")})
     return items
 

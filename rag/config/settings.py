@@ -1,35 +1,17 @@
-"""All of Sieve's knobs in one place.
-
-Precedence, highest first:
-
-1. CLI flags (``--mode``, ``--k``, ``--set key=value`` ...)
-2. environment variables ``SIEVE_<FIELD>`` (e.g. ``SIEVE_TOP_K=8``, ``SIEVE_GRADER_MODEL=groq/openai/gpt-oss-20b``)
-3. the config file: ``$SIEVE_CONFIG``, else ``./sieve.toml``, else ``<user config dir>/sieve/config.toml``
-4. the defaults below.
-
-The config file holds its settings either all at the top level or all in a ``[sieve]`` table; keys above a
-``[sieve]`` table are an error naming them (TOML puts every key below the ``[sieve]`` line into the table). Each
-value is checked against its field's type where it is read, and an error names the file and key, the environment
-variable, or the ``--set`` flag (``index_dir = 5``: write a path in quotes).
-
-``GROQ_API_KEY`` is read from the environment or from a ``.env`` file in the working directory.
-"""
+"""The settings: one ``Settings`` dataclass, each field with its default and the comment that documents it (the
+configuration reference, docs/reference/configuration.md, is generated from these comments), and the allowed values
+of the fields that take one of a few. Where a value comes from, and which wins: rag.config.sources; which values and
+combinations are valid: rag.config.checks."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
-import tomllib
-import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from rag.errors import ConfigError
-from rag.paths import PROJECT_ROOT, sieve_home  # noqa: F401  (re-exported: rag.config.sieve_home)
+from rag.paths import PROJECT_ROOT, sieve_home
 
 ROLES = ("grader", "rewriter", "answerer", "judge")
 MODES = ("bm25", "dense", "hybrid")
@@ -280,104 +262,20 @@ class Settings:
         return getattr(self, f"{role}_model")
 
     def replace(self, **changes: Any) -> "Settings":
+        from rag.config.sources import _coerce
+
         return dataclasses.replace(self, **{k: _coerce(k, v) for k, v in changes.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (str(v) if isinstance(v, Path) else v) for f in fields(self) for v in [getattr(self, f.name)]}
 
+
     def validate(self) -> "Settings":
-        if self.mode not in MODES:
-            raise ConfigError(f"mode={self.mode!r} is not allowed; use one of: {', '.join(MODES)}")
-        for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout",
-                     "max_file_mb", "rerank_depth", "rerank_chars", "history_chars"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for pair in where_pairs(self.where):  # the syntax only; the fields are checked against the index
-            name, sep, values = pair.partition("=")
-            if not sep or not name.strip() or not values.strip():
-                raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
-        if self.data_route not in DATA_ROUTES:
-            raise ConfigError(f"data_route={self.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
-        checks = self.critic_checks.split("+")
-        if not self.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
-            raise ConfigError(f"critic_checks={self.critic_checks!r} is not allowed; join one or more of "
-                              f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters+records+fill\"")
-        if self.sql_links not in SQL_LINKS:
-            raise ConfigError(f"sql_links={self.sql_links!r} is not allowed; use one of: {', '.join(SQL_LINKS)}")
-        if self.sql_output not in SQL_OUTPUTS:
-            raise ConfigError(f"sql_output={self.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
-        if self.router not in ROUTERS:
-            raise ConfigError(f"router={self.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
-        labelled = self.router_labels.strip() and self.router_splits.strip()
-        if self.router in ("learned", "cues+learned") and not labelled:
-            raise ConfigError(f"router = {self.router} needs router_labels = FILE (questions labelled with \"route\") "
-                              "and router_splits (e.g. train,dev); or use router = cues, which needs no labels")
-        if not 0.0 <= self.unanswerable_margin < 1.0:
-            raise ConfigError(f"unanswerable_margin={self.unanswerable_margin!r} is not allowed; use a cosine margin "
-                              "from 0 up to (not including) 1")
-        if self.unanswerable_labels.strip() and not self.unanswerable_splits.strip():
-            raise ConfigError("unanswerable_labels needs unanswerable_splits, the splits to learn from (e.g. train,dev "
-                              "or all)")
-        if not 0.5 <= self.router_overrule <= 1.0:
-            raise ConfigError(f"router_overrule={self.router_overrule!r} is not allowed; use a probability from 0.5 to "
-                              "1.0 (1.0: the cues are never overruled)")
-        if self.critic not in CRITIC_MODES:
-            raise ConfigError(f"critic={self.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
-        if self.sql_examples.strip() and not self.sql_example_splits.strip():
-            raise ConfigError("sql_examples needs sql_example_splits, the splits to show (e.g. train,dev)")
-        if not 1 <= self.sql_samples <= 8:
-            raise ConfigError(f"sql_samples must be between 1 (the greedy statement alone) and 8, got {self.sql_samples}")
-        if not 0 < self.sql_sample_temperature <= 2:
-            raise ConfigError(f"sql_sample_temperature must be above 0 and at most 2, got {self.sql_sample_temperature}")
-        for name, top in (("sql_corrections", 3), ("critic_retries", 3), ("sql_demos", 8)):
-            if not 0 <= getattr(self, name) <= top:
-                raise ConfigError(f"{name} must be between 0 and {top}, got {getattr(self, name)}")
-        if self.sql_rows < 1 or self.sql_timeout_s <= 0:
-            raise ConfigError(f"sql_rows must be >= 1 and sql_timeout_s > 0, got {self.sql_rows} and {self.sql_timeout_s}")
-        for name in ("dense_weight", "expansion_weight", "rerank_weight"):
-            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be a number > 0 (an RRF list weight), got {getattr(self, name)}")
-        if self.context_tokens < 0:
-            raise ConfigError(f"context_tokens must be >= 0 (0 = no budget), got {self.context_tokens}")
-        if not 0 <= self.expand_queries <= 8:
-            raise ConfigError(f"expand_queries must be between 0 (off) and 8, got {self.expand_queries}")
-        if not 0 <= self.llama_draft_tokens <= 32:
-            raise ConfigError(f"llama_draft_tokens must be between 0 (off) and 32, got {self.llama_draft_tokens}")
-        if self.n_threads is not None and self.n_threads < 1:
-            raise ConfigError(f"n_threads must be >= 1 (or unset for every core), got {self.n_threads}")
-        if self.llama_extra_bufts not in EXTRA_BUFTS:
-            raise ConfigError(f"llama_extra_bufts={self.llama_extra_bufts!r} is not allowed; use one of: "
-                              f"{', '.join(EXTRA_BUFTS)}")
-        if self.embedding_runtime not in EMBEDDING_RUNTIMES:
-            raise ConfigError(f"embedding_runtime={self.embedding_runtime!r} is not allowed; use one of: "
-                              f"{', '.join(EMBEDDING_RUNTIMES)}")
-        if self.dense_windows != 0 and not 16 <= self.dense_windows <= 512:
-            raise ConfigError(f"dense_windows must be 0 (off) or from 16 to 512 word pieces, got {self.dense_windows}")
-        if self.dense_index not in DENSE_INDEXES:
-            raise ConfigError(f"dense_index={self.dense_index!r} is not allowed; use one of: {', '.join(DENSE_INDEXES)}")
-        if self.embedding_precision not in EMBEDDING_PRECISIONS:
-            raise ConfigError(f"embedding_precision={self.embedding_precision!r} is not allowed; use one of: "
-                              f"{', '.join(EMBEDDING_PRECISIONS)}")
-        if self.embedding_precision == "int8" and self.embedding_runtime != "onnx":
-            raise ConfigError(f"embedding_precision={self.embedding_precision} needs embedding_runtime=onnx "
-                              "(sentence-transformers embeds in fp32)")
-        if self.lm_max_retries < 0:
-            raise ConfigError(f"lm_max_retries must be >= 0, got {self.lm_max_retries}")
-        if self.grade_passage_chars is not None and self.grade_passage_chars < 1:
-            raise ConfigError(f"grade_passage_chars must be >= 1 (or unset for whole passages), got {self.grade_passage_chars}")
-        if self.answer_context not in ANSWER_CONTEXTS:
-            raise ConfigError(f"answer_context={self.answer_context!r} is not allowed; use one of: "
-                              f"{', '.join(ANSWER_CONTEXTS)}")
-        if self.demo_position not in DEMO_POSITIONS:
-            raise ConfigError(f"demo_position={self.demo_position!r} is not allowed; use one of: "
-                              f"{', '.join(DEMO_POSITIONS)}")
-        if self.max_rewrites < 0:
-            raise ConfigError(f"max_rewrites must be >= 0, got {self.max_rewrites}")
-        if self.history_turns < 0:
-            raise ConfigError(f"history_turns must be >= 0 (0 = follow-ups are not condensed), got {self.history_turns}")
-        if not 0 <= self.chunk_overlap < self.chunk_size:
-            raise ConfigError(f"chunk_overlap must be in [0, chunk_size), got {self.chunk_overlap}")
-        return self
+        """``self`` when its values are allowed and fit together (rag.config.checks.validate); else a ConfigError
+        naming the field, the value and the fix."""
+        from rag.config.checks import validate
+
+        return validate(self)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
@@ -393,202 +291,3 @@ BEFORE_THE_SETTING = {"router": "model", "critic_checks": "model", "dense_window
 setting existed did. A run recorded without such a setting resumes only at this value (rag.eval.runs.open_run);
 every other added setting's old behaviour is its default."""
 
-
-def _kind(name: str) -> tuple[Any, bool]:
-    """(the field's type without ``None``, whether ``None`` is allowed), read from its annotation, so a field added
-    later is checked like the others. A type other than str, int, float, bool or Path is returned as it is."""
-    hint = typing.get_type_hints(Settings)[name]
-    args = typing.get_args(hint)
-    if type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else hint), True
-    return hint, False
-
-
-# what to write instead, per type (a TOML value of the wrong type, e.g. ``index_dir = 5``)
-_HINTS = {bool: "use true or false", int: "use a whole number", float: "use a number",
-          str: 'write it in quotes, e.g. {name} = "..."', Path: 'write a path in quotes, e.g. {name} = "..."'}
-
-
-def _coerce(name: str, value: Any) -> Any:
-    """Turn a value from env/CLI (a string) or TOML/the API (typed) into the field's type, checked against the field's
-    annotation, with an error naming the field, the value and what to write instead."""
-    if name not in _FIELDS:
-        raise ConfigError(f"unknown setting {name!r}; allowed: {', '.join(sorted(_FIELDS))}")
-    base, optional = _kind(name)
-    try:
-        return _parse(value, base, optional) if isinstance(value, str) else _check(value, base, optional)
-    except (TypeError, ValueError):
-        hint = _HINTS.get(base, "").format(name=name)
-        raise ConfigError(f"setting {name}={value!r} is not a valid {_FIELDS[name].type}"
-                          f"{'; ' + hint if hint else ''}") from None
-
-
-def _parse(value: str, base: Any, optional: bool) -> Any:
-    """A string (environment variable, ``--set``, or a TOML string) as ``base``; ValueError when it is not one."""
-    text = value.strip()
-    if optional and text.lower() in ("", "none", "null"):
-        return None
-    if base is bool:
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(text)
-    if base is int:
-        return int(text)
-    if base is float:
-        return float(text)
-    if base is Path:
-        return Path(text).expanduser()
-    return text
-
-
-def _check(value: Any, base: Any, optional: bool) -> Any:
-    """A typed value (TOML, a CLI flag, an API keyword) that must already be a ``base``; TypeError when it is not.
-    bool is never taken for an int (``top_k = true``); an int is taken for a float; a path for a str or Path."""
-    if value is None and optional:
-        return None
-    if base is bool and type(value) is bool or base is int and type(value) is int:
-        return value
-    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if base is Path and isinstance(value, os.PathLike):
-        return Path(value)
-    if base is str and isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if base in _HINTS:
-        raise TypeError(value)
-    return value
-
-
-def config_file_path() -> Path | None:
-    explicit = os.environ.get("SIEVE_CONFIG")
-    if explicit:
-        path = Path(explicit).expanduser()
-        if path.is_dir():
-            raise ConfigError(f"SIEVE_CONFIG points to {path}, which is a folder; it must name a TOML file "
-                              f"(e.g. {path / 'sieve.toml'})")
-        if not path.is_file():
-            raise ConfigError(f"SIEVE_CONFIG points to {path}, which does not exist")
-        return path
-    for candidate in (Path("sieve.toml"), Path(platformdirs.user_config_dir("sieve")) / "config.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _from_file(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the config file ({getattr(exc, 'strerror', None) or exc})") from None
-    data = _settings_table(path, data)
-    out = {}
-    for key, value in data.items():
-        if key not in _FIELDS:
-            raise ConfigError(f"{path}: unknown setting {key!r}; allowed: {', '.join(sorted(_FIELDS))}")
-        try:
-            out[key] = _coerce(key, value)
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    return out
-
-
-def _settings_table(path: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """The settings of a config file: its ``[sieve]`` table, or its top-level keys when it has none. Both at once
-    is an error naming the keys: TOML puts every key after ``[sieve]`` into the table, so keys above it were
-    meant as settings too, and reading only one of the two places would drop the others silently."""
-    if "sieve" not in data:
-        return data
-    table = data["sieve"]
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: 'sieve' must be the [sieve] table of settings, got sieve = {table!r}; "
-                          "write [sieve] on a line of its own, then one key = value per line")
-    stray = [key for key in data if key != "sieve"]
-    if stray:
-        raise ConfigError(f"{path}: {', '.join(stray)} {'is' if len(stray) == 1 else 'are'} above the [sieve] table, "
-                          "outside it; move every setting below the [sieve] line, or drop that line to keep them all "
-                          "at the top level")
-    return table
-
-
-# SIEVE_* variables that are not settings but are read elsewhere
-ENV_OTHER = ("SIEVE_HOME", "SIEVE_CONFIG", "SIEVE_RUNS")
-_warned_env: set[str] = set()
-
-
-def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    out = {}
-    for name in _FIELDS:
-        var = f"SIEVE_{name.upper()}"
-        if var in environ:
-            try:
-                out[name] = _coerce(name, environ[var])
-            except ConfigError as exc:
-                raise ConfigError(f"environment variable {var}: {exc}") from None
-    _warn_unknown_env(environ)
-    return out
-
-
-def _warn_unknown_env(environ: dict[str, str]) -> None:
-    """A misspelt SIEVE_* variable would be ignored silently: warn once, with the closest known name."""
-    import difflib
-    import warnings
-
-    known = [f"SIEVE_{name.upper()}" for name in _FIELDS] + list(ENV_OTHER)
-    for var in sorted(v for v in environ if v.startswith("SIEVE_") and v not in known and v not in _warned_env):
-        _warned_env.add(var)
-        close = difflib.get_close_matches(var, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else "; see the fields in rag/config.py"
-        warnings.warn(f"environment variable {var} is not a Sieve setting and is ignored{hint}", stacklevel=3)
-
-
-def parse_assignments(pairs: list[str] | None) -> dict[str, Any]:
-    """``["top_k=8", "mode=bm25"]`` -> typed overrides (the CLI's ``--set``)."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ConfigError(f"--set {pair!r}: expected key=value, e.g. --set top_k=8")
-        key, value = pair.split("=", 1)
-        try:
-            out[key.strip()] = _coerce(key.strip(), value)
-        except ConfigError as exc:
-            raise ConfigError(f"--set {pair!r}: {exc}") from None
-    return out
-
-
-def load_settings(overrides: dict[str, Any] | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Defaults < config file < environment < ``overrides`` (CLI flags; ``None`` values are ignored)."""
-    environ = dict(os.environ) if environ is None else environ
-    values: dict[str, Any] = {}
-    source: dict[str, str] = {}  # setting -> where its value came from, named in a validation error
-    path = config_file_path()
-    if path is not None:
-        values.update(found := _from_file(path))
-        source.update(dict.fromkeys(found, str(path)))
-    values.update(found := _from_env(environ))
-    source.update({name: f"environment variable SIEVE_{name.upper()}" for name in found})
-    flags = {k: _coerce(k, v) for k, v in (overrides or {}).items() if v is not None}
-    values.update(flags)
-    for name in flags:  # a flag's error names the value, as the user typed it on this command line
-        source.pop(name, None)
-    try:
-        return Settings(**values).validate()
-    except ConfigError as exc:
-        where = source.get(str(exc).split("=")[0].split(" ")[0])
-        raise (ConfigError(f"{where}: {exc}") if where else exc) from None
-
-
-def load_dotenv(path: Path = Path(".env")) -> None:
-    """Read KEY=VALUE lines from ``.env`` into os.environ without overriding what is set. Values are never logged."""
-    if not path.is_file():
-        return
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.removeprefix("export ").split("=", 1)
-        os.environ.setdefault(key.strip(), value.strip().strip("'\""))
