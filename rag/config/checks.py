@@ -25,11 +25,27 @@ from rag.config.settings import (
 )
 from rag.errors import ConfigError
 
+CHOICES = {  # a field that takes one of a few values: those values
+    "mode": MODES,
+    "data_route": DATA_ROUTES,
+    "sql_links": SQL_LINKS,
+    "sql_output": SQL_OUTPUTS,
+    "router": ROUTERS,
+    "critic": CRITIC_MODES,
+    "llama_extra_bufts": EXTRA_BUFTS,
+    "embedding_runtime": EMBEDDING_RUNTIMES,
+    "dense_index": DENSE_INDEXES,
+    "embedding_precision": EMBEDDING_PRECISIONS,
+    "answer_context": ANSWER_CONTEXTS,
+    "demo_position": DEMO_POSITIONS,
+}
+
 
 def validate(settings: Settings) -> Settings:
     """``settings`` when every value is allowed and they fit together, else the first ConfigError."""
-    if settings.mode not in MODES:
-        raise ConfigError(f"mode={settings.mode!r} is not allowed; use one of: {', '.join(MODES)}")
+    for name, allowed in CHOICES.items():
+        if getattr(settings, name) not in allowed:
+            raise ConfigError(f"{name}={getattr(settings, name)!r} is not allowed; use one of: {', '.join(allowed)}")
     for name in ("top_k", "candidates", "rrf_k", "chunk_size", "n_ctx", "embedded_max_tokens", "lm_timeout",
                  "max_file_mb", "rerank_depth", "rerank_chars", "history_chars"):
         if getattr(settings, name) < 1:
@@ -38,18 +54,10 @@ def validate(settings: Settings) -> Settings:
         name, sep, values = pair.partition("=")
         if not sep or not name.strip() or not values.strip():
             raise ConfigError(f"where {pair!r}: expected field=value, e.g. where = \"category=travel\"")
-    if settings.data_route not in DATA_ROUTES:
-        raise ConfigError(f"data_route={settings.data_route!r} is not allowed; use one of: {', '.join(DATA_ROUTES)}")
     checks = settings.critic_checks.split("+")
     if not settings.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
         raise ConfigError(f"critic_checks={settings.critic_checks!r} is not allowed; join one or more of "
                           f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters+records+fill\"")
-    if settings.sql_links not in SQL_LINKS:
-        raise ConfigError(f"sql_links={settings.sql_links!r} is not allowed; use one of: {', '.join(SQL_LINKS)}")
-    if settings.sql_output not in SQL_OUTPUTS:
-        raise ConfigError(f"sql_output={settings.sql_output!r} is not allowed; use one of: {', '.join(SQL_OUTPUTS)}")
-    if settings.router not in ROUTERS:
-        raise ConfigError(f"router={settings.router!r} is not allowed; use one of: {', '.join(ROUTERS)}")
     labelled = settings.router_labels.strip() and settings.router_splits.strip()
     if settings.router in ("learned", "cues+learned") and not labelled:
         raise ConfigError(f"router = {settings.router} needs router_labels = FILE (questions labelled with \"route\") "
@@ -63,8 +71,6 @@ def validate(settings: Settings) -> Settings:
     if not 0.5 <= settings.router_overrule <= 1.0:
         raise ConfigError(f"router_overrule={settings.router_overrule!r} is not allowed; use a probability from 0.5 to "
                           "1.0 (1.0: the cues are never overruled)")
-    if settings.critic not in CRITIC_MODES:
-        raise ConfigError(f"critic={settings.critic!r} is not allowed; use one of: {', '.join(CRITIC_MODES)}")
     if settings.sql_examples.strip() and not settings.sql_example_splits.strip():
         raise ConfigError("sql_examples needs sql_example_splits, the splits to show (e.g. train,dev)")
     if not 1 <= settings.sql_samples <= 8:
@@ -87,19 +93,8 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(f"llama_draft_tokens must be between 0 (off) and 32, got {settings.llama_draft_tokens}")
     if settings.n_threads is not None and settings.n_threads < 1:
         raise ConfigError(f"n_threads must be >= 1 (or unset for every core), got {settings.n_threads}")
-    if settings.llama_extra_bufts not in EXTRA_BUFTS:
-        raise ConfigError(f"llama_extra_bufts={settings.llama_extra_bufts!r} is not allowed; use one of: "
-                          f"{', '.join(EXTRA_BUFTS)}")
-    if settings.embedding_runtime not in EMBEDDING_RUNTIMES:
-        raise ConfigError(f"embedding_runtime={settings.embedding_runtime!r} is not allowed; use one of: "
-                          f"{', '.join(EMBEDDING_RUNTIMES)}")
     if settings.dense_windows != 0 and not 16 <= settings.dense_windows <= 512:
         raise ConfigError(f"dense_windows must be 0 (off) or from 16 to 512 word pieces, got {settings.dense_windows}")
-    if settings.dense_index not in DENSE_INDEXES:
-        raise ConfigError(f"dense_index={settings.dense_index!r} is not allowed; use one of: {', '.join(DENSE_INDEXES)}")
-    if settings.embedding_precision not in EMBEDDING_PRECISIONS:
-        raise ConfigError(f"embedding_precision={settings.embedding_precision!r} is not allowed; use one of: "
-                          f"{', '.join(EMBEDDING_PRECISIONS)}")
     if settings.embedding_precision == "int8" and settings.embedding_runtime != "onnx":
         raise ConfigError(f"embedding_precision={settings.embedding_precision} needs embedding_runtime=onnx "
                           "(sentence-transformers embeds in fp32)")
@@ -107,12 +102,6 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(f"lm_max_retries must be >= 0, got {settings.lm_max_retries}")
     if settings.grade_passage_chars is not None and settings.grade_passage_chars < 1:
         raise ConfigError(f"grade_passage_chars must be >= 1 (or unset for whole passages), got {settings.grade_passage_chars}")
-    if settings.answer_context not in ANSWER_CONTEXTS:
-        raise ConfigError(f"answer_context={settings.answer_context!r} is not allowed; use one of: "
-                          f"{', '.join(ANSWER_CONTEXTS)}")
-    if settings.demo_position not in DEMO_POSITIONS:
-        raise ConfigError(f"demo_position={settings.demo_position!r} is not allowed; use one of: "
-                          f"{', '.join(DEMO_POSITIONS)}")
     if settings.max_rewrites < 0:
         raise ConfigError(f"max_rewrites must be >= 0, got {settings.max_rewrites}")
     if settings.history_turns < 0:
