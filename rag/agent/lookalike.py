@@ -27,7 +27,8 @@ class Lookalikes:
     def __init__(self, unanswerable: Sequence[str], vectors: np.ndarray, answerable: np.ndarray,
                  encode: Callable[[list[str]], np.ndarray], margin: float, source: str = ""):
         self.unanswerable = list(unanswerable)  # the labelled-unanswerable questions, in the order of ``vectors``
-        self.vectors, self.answerable = vectors, answerable  # unit rows: their embeddings, the answerable ones'
+        # their embeddings and the answerable ones', unit rows as the index's encoder returns them (cosine = dot)
+        self.vectors, self.answerable = vectors, answerable
         self.encode, self.margin, self.source = encode, margin, source
 
     @classmethod
@@ -54,11 +55,10 @@ class Lookalikes:
                        encode: Callable[[list[str]], np.ndarray], margin: float, source: str = "") -> Lookalikes:
         from rag.data.labelled import encoded
 
-        return cls(unanswerable, _unit(encoded(unanswerable, encode)), _unit(encoded(answerable, encode)), encode,
-                   margin, source)
+        return cls(unanswerable, encoded(unanswerable, encode), encoded(answerable, encode), encode, margin, source)
 
     def like(self, question: str) -> str | None:
-        v = _unit(self.encode([question]))[0]
+        v = np.asarray(self.encode([question]), dtype=np.float32)[0]
         near, far = self.vectors @ v, self.answerable @ v
         i = int(near.argmax())
         if near[i] - far.max() <= self.margin:
@@ -66,7 +66,3 @@ class Lookalikes:
         return (f"the question is like one labelled unanswerable in {self.source}: {self.unanswerable[i]!r} "
                 f"(similarity {near[i]:.2f}; the nearest answerable one {far.max():.2f})")
 
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    x = np.asarray(vectors, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
