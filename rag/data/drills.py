@@ -22,7 +22,7 @@ the values a column takes), by fixed templates:
 shipment by its id), so the nearest example is about that very record.
 
 Each statement runs through the guard on the real tables and is kept only when it returns rows, so every example
-is true of the data. Nothing is learned and no model is called; the examples are shown as labelled ones are, the
+is true of the data; every ``ORDER BY`` ends on the names it ranks, so tied counts return the same rows each time. Nothing is learned and no model is called; the examples are shown as labelled ones are, the
 ``k`` nearest to each question (``sql_drills``). Results: benchmarks/results/sql_drills.md.
 """
 
@@ -176,13 +176,14 @@ def _templates(t: Table, tables: dict[str, Table], warehouse: Any) -> list[tuple
         if t.key and count <= LIST_ROWS and t.numbers:
             m = t.numbers[0]
             out.append((f"List the {n} with {c} {rare} and their {_words(m)}, largest first.",
-                        f"SELECT {_q(t.key)}, {_q(m)} FROM {q} WHERE {_q(col)} = {_lit(rare)} ORDER BY {_q(m)} DESC"))
+                        f"SELECT {_q(t.key)}, {_q(m)} FROM {q} WHERE {_q(col)} = {_lit(rare)} ORDER BY {_q(m)} DESC, {_q(t.key)}"))
     for flag in t.flags:
         out.append((f"How many {n} are {_words(flag)}?", f"SELECT COUNT(*) AS {_alias(n)} FROM {q} WHERE {_q(flag)}"))
         if t.numbers and (t.label or t.key):
             m = t.numbers[0]
             out.append((f"List the {n} that are {_words(flag)}, with their {_words(m)}, largest first.",
-                        f"SELECT {_q(t.label or t.key)}, {_q(m)} FROM {q} WHERE {_q(flag)} ORDER BY {_q(m)} DESC"))
+                        f"SELECT {_q(t.label or t.key)}, {_q(m)} FROM {q} WHERE {_q(flag)} ORDER BY {_q(m)} DESC, "
+                        f"{_q(t.label or t.key)}"))
         if t.categories:
             col, values = next(iter(t.categories.items()))
             out.append((f"How many {n} with {_words(col)} {values[0][0]} are {_words(flag)}?",
@@ -196,10 +197,11 @@ def _templates(t: Table, tables: dict[str, Table], warehouse: Any) -> list[tuple
                         f"SELECT ROUND(AVG({_q(m)}), 2) AS avg_{_alias(w)} FROM {q} WHERE {_q(col)} = {_lit(values[0][0])}"))
             out.append((f"Average {w} per {_words(col)}, highest first.",
                         f"SELECT {_q(col)}, ROUND(AVG({_q(m)}), 2) AS avg_{_alias(w)} FROM {q} GROUP BY {_q(col)} "
-                        f"ORDER BY avg_{_alias(w)} DESC"))
+                        f"ORDER BY avg_{_alias(w)} DESC, {_q(col)}"))
         if t.key:
             out.append((f"Which {one} has the largest {w}, and how much?",
-                        f"SELECT {_q(t.label or t.key)}, {_q(m)} FROM {q} ORDER BY {_q(m)} DESC LIMIT 1"))
+                        f"SELECT {_q(t.label or t.key)}, {_q(m)} FROM {q} ORDER BY {_q(m)} DESC, {_q(t.label or t.key)} "
+                        "LIMIT 1"))
     out += _join_templates(t, tables, warehouse)
     out += _date_templates(t, warehouse)
     if t.key:
@@ -264,14 +266,14 @@ def _join_templates(t: Table, tables: dict[str, Table], warehouse: Any) -> list[
                                 f"{on} WHERE {label} = {_lit(top)}"))
             out.append((f"Which {one} has the most {n}, and how many?",
                         f"SELECT {label}, COUNT(*) AS {_alias(n)} FROM {q} JOIN {pq} ON {on} GROUP BY {label} "
-                        f"ORDER BY {_alias(n)} DESC LIMIT 1"))
+                        f"ORDER BY {_alias(n)} DESC, {label} LIMIT 1"))
             out.append((f"Show the top 3 {_plural(parent.name)} by number of {n}, with their counts.",
                         f"SELECT {label}, COUNT(*) AS {_alias(n)} FROM {q} JOIN {pq} ON {on} GROUP BY {label} "
-                        f"ORDER BY {_alias(n)} DESC LIMIT 3"))
+                        f"ORDER BY {_alias(n)} DESC, {label} LIMIT 3"))
         for pcol in list(parent.categories)[:2]:
             out.append((f"Break down the {n} by {one} {_words(pcol)}.",
                         f"SELECT {pq}.{_q(pcol)}, COUNT(*) AS {_alias(n)} FROM {q} JOIN {pq} ON {on} GROUP BY "
-                        f"{pq}.{_q(pcol)} ORDER BY {_alias(n)} DESC"))
+                        f"{pq}.{_q(pcol)} ORDER BY {_alias(n)} DESC, {pq}.{_q(pcol)}"))
         for gcol, grand_name in parent.refs.items():  # two hops: claims -> shipments -> customers
             grand = tables[grand_name]
             if not grand.label:
@@ -280,7 +282,8 @@ def _join_templates(t: Table, tables: dict[str, Table], warehouse: Any) -> list[
             label = f"{gq}.{_q(grand.label)}"
             out.append((f"Which {gone} has the most {n}, and how many?",
                         f"SELECT {label}, COUNT(*) AS {_alias(n)} FROM {q} JOIN {pq} ON {on} JOIN {gq} ON "
-                        f"{pq}.{_q(gcol)} = {gq}.{_q(gcol)} GROUP BY {label} ORDER BY {_alias(n)} DESC LIMIT 1"))
+                        f"{pq}.{_q(gcol)} = {gq}.{_q(gcol)} GROUP BY {label} ORDER BY {_alias(n)} DESC, {label} "
+                        "LIMIT 1"))
     return out
 
 
