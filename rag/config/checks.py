@@ -57,7 +57,7 @@ def validate(settings: Settings) -> Settings:
     checks = settings.critic_checks.split("+")
     if not settings.critic_checks or any(c not in CRITIC_CHECKS for c in checks) or len(set(checks)) < len(checks):
         raise ConfigError(f"critic_checks={settings.critic_checks!r} is not allowed; join one or more of "
-                          f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters+records+fill\"")
+                          f"{', '.join(CRITIC_CHECKS)} with '+', e.g. critic_checks = \"numbers+citations+columns+filters+period+records+fill\"")
     labelled = settings.router_labels.strip() and settings.router_splits.strip()
     if settings.router in ("learned", "cues+learned") and not labelled:
         raise ConfigError(f"router = {settings.router} needs router_labels = FILE (questions labelled with \"route\") "

@@ -96,7 +96,8 @@ class Coverage:
         """From an index with tables: its passages, the text values ``vocab`` read (rag.data.schemalink) and the
         date columns' spans, read through the warehouse's guard."""
         vocab = vocab or Vocabulary.for_index(index, warehouse)
-        spans = [span for span in _date_spans(index.tables_record or {}, warehouse) if span]
+        dated = date_spans(index.tables_record or {}, warehouse)
+        spans = list(dated.values())
         years = (min(a.year for a, _ in spans), max(b.year for _, b in spans)) if spans else None
         text = "\n".join([*(c.text.lower() for c in index.chunks), *(" ".join(v) for v in vocab.values)])
         columns = {(t["name"].lower(), c["name"].lower()): (c["name"], _about(c))
@@ -106,7 +107,7 @@ class Coverage:
         from rag.data.unrecorded import Unrecorded
 
         return cls(text=text, values=vocab.values, ids=set(vocab.ids), years=years,  # vocab.names: values too
-                   columns=columns, tables=tables, absent=Unrecorded.from_record(index.tables_record or {}, vocab.column_values))
+                   columns=columns, tables=tables, absent=Unrecorded.from_record(index.tables_record or {}, vocab.column_values, dated))
 
     def holds(self, name: str) -> bool:
         """Whether a passage or a text value contains ``name`` (as words, any case)."""
@@ -337,10 +338,12 @@ def _contains(value: tuple[str, ...], toks: tuple[str, ...]) -> bool:
     return any(value[i:i + n] == toks for i in range(len(value) - n + 1))
 
 
-def _date_spans(record: dict[str, Any], warehouse: Any) -> Iterable[tuple[dt.date, dt.date] | None]:
-    """(first, last) date of each DATE or TIMESTAMP column; None for one that cannot be read in time."""
+def date_spans(record: dict[str, Any], warehouse: Any) -> dict[tuple[str, str], tuple[dt.date, dt.date]]:
+    """(first, last) date of each DATE or TIMESTAMP column, per (table, column) as the record spells them; a column
+    that cannot be read in DATE_SECONDS, or holds no date, is left out."""
     from rag.errors import DataError
 
+    found = {}
     for table in record.get("tables") or []:
         for col in table.get("columns", []):
             if "DATE" not in str(col.get("type", "")).upper() and "TIMESTAMP" not in str(col.get("type", "")).upper():
@@ -350,7 +353,8 @@ def _date_spans(record: dict[str, Any], warehouse: Any) -> Iterable[tuple[dt.dat
                 result = warehouse.run(f"SELECT min({name}), max({name}) FROM {source}", time_limit_s=DATE_SECONDS,
                                        max_rows=1)
             except DataError:
-                yield None
                 continue
             first, last = result.rows[0] if result.rows else (None, None)
-            yield (first, last) if isinstance(first, dt.date) and isinstance(last, dt.date) else None
+            if isinstance(first, dt.date) and isinstance(last, dt.date):
+                found[(table["name"], col["name"])] = (first, last)
+    return found

@@ -1,5 +1,5 @@
 """What a query asks of the tables that no row can give: a value no row of its column holds, a time of day read from
-a date.
+a date, a period outside the dates a column holds.
 
 Asked for what is finer than, or outside, what the tables record, the SQL writer still writes a query that runs.
 "Which rejected claims were turned down because of insufficient packaging?" keeps the rows where ``reason =
@@ -16,6 +16,14 @@ both, and the critic's ``absent`` check flags the answer (rag.agent.critique):
   ``hour(d)``, or ``strftime`` with ``%H``, ``%M``, ``%S``, ``%I`` or ``%p``. A DATE has no time of day, so each of
   these reads 0.
 
+- **period** (:meth:`Unrecorded.outside`): a DATE column compared (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``)
+  with a date outside the span its rows hold, or its year (``year(d)``, ``extract(year from d)``, ``date_part('year',
+  d)``, ``strftime(d, '%Y')``) or month (``strftime(d, '%Y-%m')``, ``date_trunc('month', d)``) with one outside
+  theirs, in a condition not under OR or NOT: that condition keeps no row. "How many claims came in during January
+  2025?" keeps ``filed_on BETWEEN '2025-01-01' AND '2025-01-31'`` when claims end on 2024-12-31, and the answer says
+  "0". The critic's coverage check cannot see this from the question's year alone when another date column (a
+  promised date) runs into that year. Spans are read once when the agent starts (rag.data.coverage).
+
 A qualified column is judged against its own table (``shipments.status = 'rejected'``: a claim's status, never a
 shipment's); a bare one against every table the query reads that has a column of that name (``status = 'x'``
 against claims and shipments when it reads both). A condition on a column whose values are not all known is left
@@ -24,6 +32,8 @@ alone.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +41,7 @@ from rag.data.schemalink import NAMES_FROM, VALUE_CHARS
 
 TIME_PARTS = {"hour", "minute", "second", "hours", "minutes", "seconds"}
 TIME_FORMATS = ("%H", "%M", "%S", "%I", "%p", "%T", "%R")  # strftime: hour, minute, second, 12-hour, AM/PM, h:m:s
+_ISO_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")  # '2025-01-31', '2025-01-31 00:00', '2025-01'
 
 
 @dataclass
@@ -38,11 +49,14 @@ class Unrecorded:
     held: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (table, column) -> every value it holds
     dates: set[tuple[str, str]] = field(default_factory=set)  # (table, column) of the DATE columns
     texts: set[tuple[str, str]] = field(default_factory=set)  # (table, column) of every text column, values known or not
+    spans: dict[tuple[str, str], tuple[dt.date, dt.date]] = field(default_factory=dict)  # DATE column -> first, last
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]]) -> Unrecorded:
-        """From a tables record (rag.data.build_database) and its text columns' values, per ``table.column``
-        (rag.data.schemalink.column_values: a column is there only when all its values are)."""
+    def from_record(cls, record: dict[str, Any], values: dict[str, list[str]],
+                    spans: dict[tuple[str, str], tuple[dt.date, dt.date]] | None = None) -> Unrecorded:
+        """From a tables record (rag.data.build_database), its text columns' values, per ``table.column``
+        (rag.data.schemalink.column_values: a column is there only when all its values are), and the first and
+        last date of its DATE columns, per (table, column) (rag.data.coverage.date_spans; none: no period judged)."""
         held = {}
         for key, found in values.items():
             table, _, column = key.partition(".")
@@ -50,7 +64,8 @@ class Unrecorded:
         kinds = {(t["name"].lower(), c["name"].lower()): str(c.get("type", "")).upper()
                  for t in record.get("tables") or [] for c in t.get("columns", [])}
         return cls(held, {k for k, kind in kinds.items() if kind == "DATE"},
-                   {k for k, kind in kinds.items() if "CHAR" in kind or "TEXT" in kind})
+                   {k for k, kind in kinds.items() if "CHAR" in kind or "TEXT" in kind},
+                   {(t.lower(), c.lower()): span for (t, c), span in (spans or {}).items()})
 
     def find(self, sql: str) -> list[str]:
         """What ``sql`` asks that no row can give, one phrase each ("claims.reason is never 'insufficient
@@ -110,6 +125,119 @@ class Unrecorded:
                     found.append(f"{'/'.join(f'{t}.{column.name.lower()}' for t in dated)} holds dates, not times "
                                  "of day")
         return found
+
+
+    def outside(self, sql: str) -> list[str]:
+        """The date conditions of ``sql`` that keep no row because they ask for a period outside the dates the
+        column holds, one phrase each ("claims.filed_on runs from 2024-01-12 to 2024-12-31: filed_on BETWEEN
+        '2025-01-01' AND '2025-01-31' keeps no row"); [] when none, or when it does not parse."""
+        from sqlglot import exp
+
+        from rag.data.coverage import parse_sql, tables_read
+
+        tree = parse_sql(sql)
+        if tree is None or not self.spans:
+            return []
+        read = {t.lower() for t in tables_read(sql)}
+        found = []
+        for node in tree.find_all(exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
+            if node.find_ancestor(exp.Or, exp.Not, exp.Case, exp.If) or _outer_join(node):
+                continue  # another branch may keep rows; a CASE or an outer join's ON keeps every row
+            if isinstance(node, exp.Between):
+                sides = [(node.this, ">=", node.args.get("low")), (node.this, "<=", node.args.get("high"))]
+            else:
+                op = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}[type(node)]
+                flip = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+                sides = [(node.left, op, node.right), (node.right, flip[op], node.left)]
+            for side, op, other in sides:
+                dated = _dated(side)
+                if dated is None or (value := _point(other, dated[1])) is None:
+                    continue
+                column, unit = dated
+                name, owner = column.name.lower(), _owner(column)
+                tables = [owner] if owner else [t for t in read if (t, name) in self.spans]
+                if not tables or any((t, name) not in self.spans for t in tables):
+                    continue
+                if all(_empty(op, value, *(_on(d, unit) for d in self.spans[(t, name)])) for t in tables):
+                    runs = "; ".join(f"{t}.{name} runs from {a} to {b}" for t in sorted(tables)
+                                     for a, b in [self.spans[(t, name)]])
+                    found.append(f"{runs}: {node.sql('duckdb')} keeps no row")
+                    break
+        return list(dict.fromkeys(found))
+
+
+def _outer_join(node: Any) -> bool:
+    """Whether ``node`` is in the ON of a LEFT, RIGHT or FULL join, which keeps the other side's rows."""
+    from sqlglot import exp
+
+    join = node.find_ancestor(exp.Join)
+    if join is None or not join.side or join.args.get("on") is None:
+        return False
+    up = node
+    while up is not None and up is not join:
+        if up is join.args["on"]:
+            return True
+        up = up.parent
+    return False
+
+
+def _dated(node: Any) -> tuple[Any, str] | None:
+    """(the column, "day", "month" or "year") when ``node`` is a column, its year or its month; else None."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast) and node.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
+        node = node.this
+    if isinstance(node, exp.Column):
+        return node, "day"
+    inner = None
+    if isinstance(node, exp.Year):
+        inner, unit = node.this, "year"
+    elif isinstance(node, exp.Extract) and node.this.name.lower() == "year":
+        inner, unit = node.expression, "year"
+    elif isinstance(node, exp.Anonymous) and node.name.lower() in ("date_part", "datepart") and len(node.expressions) == 2 \
+            and node.expressions[0].name.lower() == "year":
+        inner, unit = node.expressions[1], "year"
+    elif isinstance(node, exp.TimeToStr) and node.args.get("format") is not None:
+        unit = {"%Y": "year", "%Y-%m": "month"}.get(node.args["format"].name, "")
+        inner = node.this if unit else None
+    elif isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)) and (node.args.get("unit") is not None):
+        unit = {"year": "year", "month": "month"}.get(node.args["unit"].name.lower(), "")
+        inner = node.this if unit else None
+    return (inner, unit) if isinstance(inner, exp.Column) else None
+
+
+def _point(node: Any, unit: str) -> int | None:
+    """The literal ``node`` as an ordinal on ``unit`` (a day, a month, a year), or None when it is no literal date
+    or year (a column, an expression, a text that is not a date)."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast):
+        node = node.this
+    if not isinstance(node, exp.Literal):
+        return None
+    if not node.is_string:
+        return int(float(node.this)) if unit == "year" and node.this.isdigit() and len(node.this) == 4 else None
+    m = _ISO_DATE.match(node.this.strip())
+    if m is None:
+        return int(node.this) if unit == "year" and node.this.strip().isdigit() and len(node.this.strip()) == 4 else None
+    year, month, day = int(m.group(1)), int(m.group(2)), m.group(3)
+    try:
+        date = dt.date(year, month, int(day or 1))
+    except ValueError:
+        return None
+    if unit == "day" and day is None:
+        return None  # '2025-01' against a date: DuckDB would not read it as one
+    return _on(date, unit)
+
+
+def _on(date: dt.date, unit: str) -> int:
+    return date.year if unit == "year" else date.year * 12 + date.month - 1 if unit == "month" else date.toordinal()
+
+
+def _empty(op: str, value: int, first: int, last: int) -> bool:
+    """Whether ``x op value`` holds for no x in [first, last]."""
+    return {"=": value < first or value > last, ">": last <= value, ">=": last < value,
+            "<": first >= value, "<=": first > value}[op]
 
 
 def _owner(column: Any) -> str | None:
