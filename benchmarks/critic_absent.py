@@ -39,8 +39,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from rag.data import Warehouse
-    from rag.data.schemalink import column_values
     from rag.data.coverage import date_spans
+    from rag.data.schemalink import column_values
     from rag.data.unrecorded import Unrecorded
     from rag.paths import sieve_home
 

@@ -62,8 +62,9 @@ class Answer:
     trace: Any
     prediction: "dspy.Prediction" = field(repr=False)
     uncited: list[Source] = field(default_factory=list)
-    low_confidence: bool = False  # the grounding critic flagged the answer; why: critic_reason
+    low_confidence: bool = False  # the grounding critic or a check beside it flagged the answer; why: critic_reason
     critic_reason: str | None = None
+    flagged_by: str | None = None  # what flagged it, in words ("the critic's period check")
 
     def to_dict(self) -> dict[str, Any]:
         """The same JSON ``rag ask --json`` prints."""
@@ -96,13 +97,16 @@ class Agent:
         """The answer to ``question``; ``history``, the conversation's earlier turns (``{"question", "answer"}``
         dicts or ``(question, answer)`` pairs, oldest first), makes it a follow-up: it is made standalone first
         (the trace's ``condense`` step), and only the last ``history_turns`` turns are read."""
+        from rag.agent.critique import flagged_by
+
         pred = self.program.agent(question=question, history=history)
         return Answer(text=pred.answer, refused=bool(pred.refused), trace=pred.trace, prediction=pred,
                       sources=[Source.from_dict(s) for s in pred.sources],
                       closest=[Source.from_dict(s) for s in pred.closest],
                       uncited=[Source.from_dict(s) for s in getattr(pred, "uncited", None) or []],
                       low_confidence=bool(getattr(pred, "low_confidence", False)),
-                      critic_reason=getattr(pred, "critic_reason", None))
+                      critic_reason=getattr(pred, "critic_reason", None),
+                      flagged_by=flagged_by(pred.trace) if getattr(pred, "low_confidence", False) else None)
 
 
 def open_agent(settings: Settings | None = None, *, use_artifact: bool = True,

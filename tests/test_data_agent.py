@@ -490,6 +490,27 @@ def _ask_cli(ops, monkeypatch, tmp_path, replies, *flags):
     return args, CliRunner().invoke(app, args)
 
 
+def test_rag_ask_names_the_check_that_flagged_an_answer(ops, checksum, tmp_path, monkeypatch):
+    """An answer resting on a query for dates no row holds (claims filed in 2025; the demo's end in 2024) is flagged
+    by the default critic's ``period`` check with no model call, and the CLI and --json say which check it was,
+    not "the grounding critic"."""
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+
+    sql = "SELECT count(*) AS n FROM claims WHERE status = 'open' AND filed_on >= '2025-01-01'"
+    args, out = _ask_cli(ops, monkeypatch, tmp_path, {
+        "- source (": ROUTE_DATA, "```sql code block": {"sql": sql},
+        "- cited_ids (": {"answer": "0 claims are open [sql:1].", "cited_ids": ["sql:1"]}})
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[2].startswith("Low confidence, flagged by the critic's period check: "), lines
+    assert "claims.filed_on runs from" in lines[2]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert data["low_confidence"] is True and data["flagged_by"] == "the critic's period check"
+    assert [s["check"] for s in data["trace"]["steps"] if s["node"] == "critique"] == ["period"]
+
+
 def test_rag_ask_shows_the_sql_result_it_cites_and_the_low_confidence_flag(ops, checksum, tmp_path, monkeypatch):
     """The CLI, in-process over the real index: the statement and its rows under the source it cites, and the
     critic's flag after the answer (stdout); --json carries both."""
@@ -1269,3 +1290,24 @@ def test_an_answer_resting_on_the_key_the_links_told_is_not_flagged_for_it(ops):
     assert f"'{name}' is a value of customers.name (its customer_id is '{key}')" in " ".join(sql_step.notes)
     assert pred.answer.startswith(str(n)) and not getattr(pred, "low_confidence", False)
     assert critic.coverage.invented(f"How many shipments did {short} send?", sql) == [f"customer_id = '{key}'"]
+
+
+@pytest.mark.parametrize("checks, said", [
+    (["numbers"], "the grounding critic"),  # a number it could not find, written again, then the model or numbers
+    (["model"], "the grounding critic"),
+    (["period"], "the critic's period check"),
+    (["columns+filters"], "the critic's columns and filters checks"),
+    (["coverage"], "the coverage check"),
+    (["lookalike"], "its likeness to a question labelled unanswerable"),
+    (["numbers", "records"], "the critic's records check"),  # the last check that failed
+])
+def test_what_flagged_an_answer_is_said_in_words(checks, said):
+    from rag.agent.critique import flagged_by
+    from rag.agent.trace import Step, Trace
+
+    trace = Trace("q")
+    for check in checks:
+        step = trace.add(Step(node="critique", query="q"))
+        step.verdict, step.check = False, check
+    trace.add(Step(node="answer"))
+    assert flagged_by(trace) == said

@@ -278,6 +278,21 @@ class Critic(dspy.Module):
         return step.verdict, step.reason or "the critic found a claim the evidence does not state"
 
 
+def flagged_by(trace: Trace) -> str:
+    """What flagged an answer low_confidence, in words, from the trace's last failed ``critique`` step: "the
+    grounding critic" (its model, or a number it could not find, then written again), "the critic's period check",
+    "the coverage check", "its likeness to a question labelled unanswerable" (rag.agent.lookalike)."""
+    check = next((s.check for s in reversed(trace.steps) if s.node == "critique" and s.verdict is False), None) or "model"
+    if check in ("model", "numbers"):
+        return "the grounding critic"
+    if check == "lookalike":
+        return "its likeness to a question labelled unanswerable"
+    if check == "coverage":
+        return "the coverage check"
+    names = check.split("+")
+    return f"the critic's {' and '.join(names)} check{'s' if len(names) > 1 else ''}"
+
+
 def written_rows(columns: list[str], rows: list[list[Any]]) -> str:
     """A query result's rows as words: one value alone ("40.0"); else per row its first value, then each other
     column's name and value ("damage: count 159, total amount eur 459507.13"), rows joined with "; ". Numbers to

@@ -38,6 +38,7 @@ from rag.agent.context import (
     within_budget,
 )
 from rag.agent.conversation import context_query
+from rag.agent.critique import flagged_by
 from rag.agent.trace import Step, Trace
 from rag.config import ANSWER_CONTEXTS
 from rag.errors import InputError
@@ -362,4 +363,5 @@ def prediction_to_dict(pred: dspy.Prediction) -> dict[str, Any]:
             "closest": pred.closest, "uncited": list(getattr(pred, "uncited", None) or []),
             "low_confidence": bool(getattr(pred, "low_confidence", False)),
             "critic_reason": getattr(pred, "critic_reason", None),
+            "flagged_by": flagged_by(pred.trace) if getattr(pred, "low_confidence", False) else None,
             "trace": pred.trace.to_dict()}

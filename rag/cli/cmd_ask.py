@@ -134,11 +134,12 @@ def keep(question: str, pred, path: Path, *, ask: bool) -> None:
 def print_answer(pred) -> None:
     """An answer on stdout as ``rag ask`` prints it: the text, a low-confidence flag, the numbered sources (or the
     closest passages of a refusal) with their SQL results, and the passages read but not cited."""
+    from rag.agent.critique import flagged_by
     from rag.ingest.chunking import page_label
 
     typer.echo(pred.answer)
     if getattr(pred, "low_confidence", False):
-        typer.echo(f"\nLow confidence, flagged by the grounding critic: {pred.critic_reason}.")
+        typer.echo(f"\nLow confidence, flagged by {flagged_by(pred.trace)}: {pred.critic_reason}.")
     listed = pred.sources if not pred.refused else pred.closest
     if listed:
         typer.echo("\nSources:" if not pred.refused else "\nClosest passages (judged not relevant):")

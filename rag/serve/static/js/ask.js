@@ -100,7 +100,8 @@ function showResult(d) {
       el("ul", { class: "closest" }, d.closest.map((s) => sourceItem(s, false))), totals));
   } else {
     const flag = d.low_confidence
-      ? [el("div", { id: "low-confidence", class: "warning" }, "Low confidence, flagged by the grounding critic: ",
+      ? [el("div", { id: "low-confidence", class: "warning" },
+        `Low confidence, flagged by ${d.flagged_by || "the grounding critic"}: `,
         d.critic_reason || "", ".")] : [];
     // the passages the answerer was given but did not cite, apart from the ones it cites
     const uncited = (d.uncited || []).length ? [el("h3", {}, "Also read (not cited)"),
