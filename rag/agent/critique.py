@@ -9,7 +9,7 @@ answer at all; the critic checks what was written. It reads the passages and SQL
 were shown when it cites none), so a claim from the model's own memory is caught. A critic output that cannot be
 used leaves the answer as it is, with a note: the critic may flag an answer, never lose one.
 
-Eleven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
+Twelve checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
 
 - ``numbers`` (no model call): every number the answer states is in the question or in the evidence it cites,
   as written or rounded (12.5 from 12.47; 40% from 0.4). A number found in neither is the commonest unfaithful
@@ -45,6 +45,14 @@ Eleven checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   a promised date running into 2025 widens. Flagged at once, like the columns check. A default since its rule,
   written before it was replayed, held: on the recorded runs of 20 unanswerable splits it catches 6 questions
   answered unflagged, and flags none of 495 right answers or 604 right statements (benchmarks/results/critic_period.md).
+- ``quantity`` (no model call; off by default): an answer that cites no query result states the quantity its
+  question asks for ("how many", "how much", "what is the maximum ..."): a figure other than the question's own, in
+  the unit the question names (rag.agent.quantity, :meth:`Critic.unstated`). Asked for a figure the passages do not
+  hold, the model answers with the nearest passage ("How much do we charge per day to store a refused delivery?"
+  answered with the return procedure). Flagged at once: written again, it has no figure to state. Off: by the
+  rule written before its replay it caught 17 unanswerable questions answered unflagged, but flagged 8 of 511 right
+  answers ("every quarter" for "how often"; "how far in advance" read as a distance) where the bar was 1%
+  (benchmarks/results/critic_quantity.md).
 - ``counts`` (no model call; off by default): a question answered by a query that only counts rows asks about
   what one of the tables it reads records, by its name, aliases, columns, their descriptions or its text values:
   the thing "how many" counts, or what a yes/no question says happened (rag.data.coverage, :meth:`Critic.off_target`).
@@ -97,7 +105,7 @@ Revision = Answerer.append(
                     "the passages (feedback). Write the answer again, stating only what the passages say.")
 
 
-CHECKS = ("numbers", "citations", "columns", "filters", "absent", "period", "counts", "records", "empty", "fill", "model")  # joined with "+"
+CHECKS = ("numbers", "citations", "columns", "filters", "absent", "period", "quantity", "counts", "records", "empty", "fill", "model")  # joined with "+"
 FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
 # a citation right after a copula or a preposition (after a comma, a closing bracket or quote too: "..., was
 # [sql:1].", "(Milan to Porto) is [sql:1]."), ending its clause: where the value the sentence promises belongs
@@ -202,6 +210,22 @@ class Critic(dspy.Module):
         about = f"the question names {', '.join(named)}" if named else "the question was routed to the data alone"
         step.reason = f"{about}, and the answer cites no query result that returned a row"
         return step.reason
+
+    def unstated(self, question: str, answer: str, cited: list[str], hits: list[Any], trace: Trace) -> str | None:
+        """Why an answer from the passages alone does not state the quantity its question asks for (a ``critique``
+        step says so), or None; only with the ``quantity`` check (module docstring)."""
+        if "quantity" not in self.checks or any((getattr(h, "meta", None) or {}).get("sql") for h in hits
+                                                if h.chunk_id in cited):
+            return None
+        from rag.agent.quantity import unstated
+
+        reason = unstated(question, answer)
+        if reason is None:
+            return None
+        step = trace.add(Step(node="critique", query=question))
+        step.notes.append("the answer checked for the quantity the question asks for (no model call)")
+        step.verdict, step.check, step.reason = False, "quantity", reason
+        return reason
 
     def empty(self, question: str, hits: list[Any], trace: Trace) -> str | None:
         """Why the answer rests on a query that found nothing (a ``critique`` step says so), or None; only with the

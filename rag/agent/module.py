@@ -252,7 +252,8 @@ class Sieve(dspy.Module):
             hollow = (self.critic.hollow(question, written, trace)  # filled or not, it did not state the value
                       or self.critic.off_target(question, pred.citations, hits, trace)
                       or self.critic.rowless(question, pred.citations, hits, trace)
-                      or self.critic.empty(question, hits, trace))
+                      or self.critic.empty(question, hits, trace)
+                      or self.critic.unstated(question, pred.answer, pred.citations, hits, trace))
             if hollow:  # a citation where the value belongs, a column not asked about, no row: flagged, not written again
                 pred.low_confidence, pred.critic_reason = True, hollow
                 trace.steps[-1].notes.append("the answer is returned flagged low_confidence")

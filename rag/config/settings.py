@@ -27,7 +27,7 @@ DATA_ROUTES = ("auto", "off")  # rag.agent.dataroute
 ROUTERS = ("cues", "model", "learned", "cues+learned")
 SQL_OUTPUTS = ("json", "text")  # rag.lm.adapter, rag.agent.sqltext
 SQL_LINKS = ("off", "names", "values")  # rag.data.valuelinks
-CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "absent", "period", "counts", "records", "empty", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
+CRITIC_CHECKS = ("numbers", "citations", "columns", "filters", "absent", "period", "quantity", "counts", "records", "empty", "fill", "model")  # rag.agent.critique.CHECKS: joined with "+", any of them
 CRITIC_MODES = ("auto", "on", "off")  # rag.agent.critique
 
 
@@ -204,13 +204,15 @@ class Settings:
     # service_level = 'express' for "a temperature-controlled trailer"; else flagged at once); "absent" = that query
     # asks nothing no row can give: a value no row of its column holds, the hour of a DATE (else flagged at once;
     # off by default); "period" = that query keeps no row by a date or year outside the span its DATE column holds
-    # (filed_on in January 2025 when claims end in 2024; else flagged at once); "counts" = a "how many X" answered by a bare row count
+    # (filed_on in January 2025 when claims end in 2024; else flagged at once); "quantity" = an answer from the
+    # passages alone states the figure its "how many / how much" question asks for, in the unit it names (else
+    # flagged at once; off by default); "counts" = a "how many X" answered by a bare row count
     # reads a table that records X (not "how many pallets" as COUNT(*) of a shipment; else flagged at once; off by
     # default); "records" = an answer to a question naming a record ("CL0036") or routed to the data alone cites a
     # query result with a row (else flagged at once); "empty" = the query run for the question found something: a
     # row with a value other than NULL, or more than a lone zero (else flagged at once; off by default); "fill" =
     # where a citation of a query result of at most 10 rows stands for its value, the rows are written out in front
-    # of it (still flagged by "citations") (all ten no model call); "model" = the GroundingCritic signature on
+    # of it (still flagged by "citations") (all eleven no model call); "model" = the GroundingCritic signature on
     # the grader's model, run when the numbers pass
     critic_checks: str = "numbers+citations+columns+filters+period+records+fill"
     # where a compiled program's demos go in each prompt (rag.lm.adapter): "shared", one block of every role's demos
