@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from rag.agent.critique import unsupported_numbers
+    from rag.agent.stated import unsupported_numbers
     from rag.config import load_settings
     from rag.eval.calibrate import load_labels
     from rag.index.store import Index

@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from rag.agent.critique import cited_for_values
+    from rag.agent.stated import cited_for_values
     from rag.stats.intervals import compare_paired
 
     lines = ["# The critic's citation check replayed on ops runs made without it (no model call)", "",

@@ -34,7 +34,7 @@ def cited_queries(record: dict) -> list[str]:
 def today(recs: dict[str, dict], coverage) -> tuple[set[str], dict[str, list]]:
     """(the ids the citation check finds, the answers the columns check flags with their columns) among ``recs``,
     replayed with today's checks: the columns check only on answers neither recorded as caught nor hollow."""
-    from rag.agent.critique import cited_for_values
+    from rag.agent.stated import cited_for_values
 
     hollow = {k for k, r in recs.items() if cited_for_values((r.get("prediction") or {}).get("answer") or "")}
     open_answers = [r for r in recs.values() if not caught(r) and r["id"] not in hollow]

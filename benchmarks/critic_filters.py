@@ -59,7 +59,7 @@ def check_flags(check: str, coverage, record: dict, texts: dict[str, str]) -> li
 def found_empty(record: dict) -> list[list[str]] | None:
     """[[why]] when a query the recorded run ran for the question found nothing (rag.agent.critique.found_nothing:
     no row, only NULLs, one row of zeros), cited or not (rag.agent.critique.Critic.empty); None otherwise."""
-    from rag.agent.critique import found_nothing
+    from rag.agent.stated import found_nothing
 
     steps = ((record.get("prediction") or {}).get("trace") or {}).get("steps") or []
     empty = [s["result"]["sql"] for s in steps if s.get("node") == "sql" and s.get("result")

@@ -1,4 +1,4 @@
-"""The critic's ``quantity`` check (rag.agent.quantity) replayed on recorded answers: how many right answers it would
+"""The critic's ``quantity`` check (rag.agent.stated) replayed on recorded answers: how many right answers it would
 flag, and how many unanswerable questions it would catch that were answered unflagged. No model call.
 
 Run: python benchmarks/critic_quantity.py [--runs 'benchmarks/results/eval-ops-*'[,GLOB...]] [--skip unanswerable]
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here (Markdown)")
     args = parser.parse_args()
 
-    from rag.agent.quantity import unstated
+    from rag.agent.stated import unstated
     from rag.paths import sieve_home
 
     other = _period(Path(args.index_dir or sieve_home() / "demo" / "ops" / "index")) if args.besides else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag.agent.critique import cited_for_values, unsupported_numbers
+from rag.agent.stated import cited_for_values, unsupported_numbers
 
 SQL = "SQL: SELECT AVG(weight_kg) AS kg, COUNT(*) AS n FROM shipments\nResult:\nkg | n\n1234.5678 | 2500"
 

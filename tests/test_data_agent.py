@@ -305,7 +305,7 @@ def test_a_result_of_more_rows_than_fill_rows_is_not_written_out(ops, checksum):
     (["key_account", "n"], [[False, 1880], [True, None]], "key account no: n 1880; key account yes: n none"),
 ])
 def test_written_rows_names_each_value_by_its_column(columns, rows, written):
-    from rag.agent.critique import written_rows
+    from rag.agent.stated import written_rows
 
     assert written_rows(columns, rows) == written
 
@@ -366,7 +366,7 @@ def test_the_default_data_route_calls_the_model_only_to_write_sql_and_answer(ops
 
     index, settings = ops
     data, critic = data_stages(index, settings)
-    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters", "records", "fill"}
+    assert data.cues is not None and critic.checks == {"numbers", "citations", "columns", "filters", "period", "records", "fill"}
     assert data.columns["claims"]["amount_eur"] == "DOUBLE"
     n = open_claims(ops)
     dspy.configure(lm=DummyLM([{"sql": OPEN_CLAIMS}, {"answer": f"{n} claims are open [sql:1].", "cited_ids": ["sql:1"]}]))
@@ -912,7 +912,7 @@ def test_an_answer_resting_on_a_query_that_found_nothing_is_flagged(ops, checksu
     ([[12]], False), ([[False]], False), ([[""]], False), ([["S00001", 0]], False), ([[0, 3]], False),
 ])
 def test_found_nothing_reads_no_row_nulls_and_a_lone_zero_as_nothing(rows, nothing):
-    from rag.agent.critique import found_nothing
+    from rag.agent.stated import found_nothing
 
     assert found_nothing(rows) is nothing
 

@@ -1,11 +1,11 @@
-"""rag.agent.quantity: whether an answer from the passages states the quantity its question asks for (the critic's
+"""rag.agent.stated: whether an answer from the passages states the quantity its question asks for (the critic's
 ``quantity`` check, an option), and the check at the critic, scripted with no model call."""
 
 from __future__ import annotations
 
 import pytest
 
-from rag.agent.quantity import figures, unstated
+from rag.agent.stated import figures, unstated
 
 
 @pytest.mark.parametrize("question, answer", [

@@ -47,7 +47,7 @@ Twelve checks, joined with "+" in ``checks`` (the ``critic_checks`` setting):
   answered unflagged, and flags none of 495 right answers or 604 right statements (benchmarks/results/critic_period.md).
 - ``quantity`` (no model call; off by default): an answer that cites no query result states the quantity its
   question asks for ("how many", "how much", "what is the maximum ..."): a figure other than the question's own, in
-  the unit the question names (rag.agent.quantity, :meth:`Critic.unstated`). Asked for a figure the passages do not
+  the unit the question names (rag.agent.stated, :meth:`Critic.unstated`). Asked for a figure the passages do not
   hold, the model answers with the nearest passage ("How much do we charge per day to store a refused delivery?"
   answered with the return procedure). Flagged at once: written again, it has no figure to state. Off: by the
   rule written before its replay it caught 17 unanswerable questions answered unflagged, but flagged 8 of 511 right
@@ -88,13 +88,21 @@ the answer is returned flagged at once, with that reason; writing it again could
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import dspy
 
 from rag.agent.context import format_context
+from rag.agent.stated import (
+    ATTRIBUTION,
+    CITED_VALUE,
+    cited_for_values,
+    found_nothing,
+    unstated,
+    unsupported_numbers,
+    written_rows,
+)
 from rag.agent.trace import Step, Trace
 from rag.errors import DataError, SieveError
 from signatures import Answerer, GroundingCritic
@@ -107,17 +115,6 @@ Revision = Answerer.append(
 
 CHECKS = ("numbers", "citations", "columns", "filters", "absent", "period", "quantity", "counts", "records", "empty", "fill", "model")  # joined with "+"
 FILL_ROWS = 10  # a query result of at most this many rows is written out where an answer cites it for its value
-# a citation right after a copula or a preposition (after a comma, a closing bracket or quote too: "..., was
-# [sql:1].", "(Milan to Porto) is [sql:1]."), ending its clause: where the value the sentence promises belongs
-_CITED_VALUE = re.compile(r"\b(\w+)[)\"'\u2019]?,?\s+(?:is|are|was|were|be|on|of|in|at|by|to|for|as|since)\s+(\[[^\]\n]{1,80}\])"
-                          r"(?=\s*(?:[.,;:)]|$|\band\b|\bwith\b))", re.I)
-ATTRIBUTION = {"stated", "described", "given", "shown", "listed", "set", "defined", "found", "mentioned", "explained",
-               "noted", "specified", "outlined", "according", "per", "see", "written", "laid", "detailed", "covered",
-               "explains", "states", "says", "said", "documented", "recorded", "provided", "contained", "referenced"}
-NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
-_CITATION = re.compile(r"\[[^\]\n]{1,80}\]")
-_LIST_MARK = re.compile(r"(?m)^\s*\d{1,2}[.)]\s")
-
 
 class Critic(dspy.Module):
     def __init__(self, retries: int = 1, checks: str = "numbers", coverage: Any = None):
@@ -146,7 +143,7 @@ class Critic(dspy.Module):
         if "fill" not in self.checks:
             return answer
         results = {h.chunk_id: h.meta for h in hits if (getattr(h, "meta", None) or {}).get("sql")}
-        spans = [(m, meta) for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION
+        spans = [(m, meta) for m in CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION
                  and (meta := results.get(m.group(2)[1:-1].strip()))
                  and 0 < len(meta.get("rows") or []) <= FILL_ROWS and not meta.get("truncated")]
         if not spans:
@@ -217,8 +214,6 @@ class Critic(dspy.Module):
         if "quantity" not in self.checks or any((getattr(h, "meta", None) or {}).get("sql") for h in hits
                                                 if h.chunk_id in cited):
             return None
-        from rag.agent.quantity import unstated
-
         reason = unstated(question, answer)
         if reason is None:
             return None
@@ -315,66 +310,3 @@ def flagged_by(trace: Trace) -> str:
         return "the coverage check"
     names = check.split("+")
     return f"the critic's {' and '.join(names)} check{'s' if len(names) > 1 else ''}"
-
-
-def written_rows(columns: list[str], rows: list[list[Any]]) -> str:
-    """A query result's rows as words: one value alone ("40.0"); else per row its first value, then each other
-    column's name and value ("damage: count 159, total amount eur 459507.13"), rows joined with "; ". Numbers to
-    2 decimals (4 significant digits below 1), true/false as yes/no."""
-    labels = [" ".join(w for w in re.findall(r"[a-z0-9]+", str(c).lower()) if w != "star") or str(c) for c in columns]
-    labels += [""] * (max(map(len, rows)) - len(labels))
-    if all(len(row) == 1 for row in rows):
-        return "; ".join(_word(row[0]) for row in rows)
-    written = []
-    for row in rows:
-        first = _word(row[0]) if isinstance(row[0], str) else f"{labels[0]} {_word(row[0])}".strip()
-        written.append(f"{first}: " + ", ".join(f"{label} {_word(v)}".strip() for label, v in zip(labels[1:], row[1:])))
-    return "; ".join(written)
-
-
-def found_nothing(rows: list[list[Any]]) -> bool:
-    """Whether a query's rows hold nothing: no row, every value NULL, or one row of zeros and NULLs (a count or a
-    sum over no rows). False and an empty string are values."""
-    if all(v is None for row in rows for v in row):
-        return True
-    return len(rows) == 1 and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)
-                                  for v in rows[0])
-
-
-def _word(value: Any) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return str(round(value, 2)) if abs(value) >= 1 else f"{value:.4g}"
-    return "none" if value is None else str(value)
-
-
-def cited_for_values(answer: str) -> list[str]:
-    """The spans of ``answer`` where a citation stands in for a value ("limit is [sql:1]"): a citation right after a
-    copula or a preposition, ending its clause, unless the word before says where something is stated ("as
-    described in [x]")."""
-    return [f"{m.group(0).strip()}" for m in _CITED_VALUE.finditer(answer) if m.group(1).lower() not in ATTRIBUTION]
-
-
-def unsupported_numbers(answer: str, sources: Iterable[str]) -> list[str]:
-    """The numbers of ``answer`` (as written) that no text of ``sources`` holds, exactly or rounded to the answer's
-    precision, as a share (0.4 for 40) or as a percentage (40 for 0.4). Citation ids ``[...]`` and list numbering
-    are not claims."""
-    text = _LIST_MARK.sub(" ", _CITATION.sub(" ", answer))
-    known = [_value(n) for source in sources for n in NUMBER.findall(_CITATION.sub(" ", source) if source else "")]
-    missing = []
-    for written in NUMBER.findall(text):
-        value, places = _value(written), len(written.split(".")[1]) if "." in written else 0
-        if not any(_same(value, k, places) or _same(value, k * 100, places) or _same(value, k / 100, places)
-                   for k in known) and written not in missing:
-            missing.append(written)
-    return missing
-
-
-def _value(written: str) -> float:
-    return float(written.replace(",", ""))
-
-
-def _same(value: float, known: float, places: int) -> bool:
-    """``value`` is ``known`` written with ``places`` decimals (1234.57 for 1234.5678; 12 for 12.0 or 11.7)."""
-    return abs(round(known, places) - value) < 10 ** -(places + 3) or abs(known - value) < 1e-9
