@@ -18,7 +18,7 @@ JSON API it uses, which scripts can use too (docs/guides/web.md).
                                       run again through the guard and kept in FILE as a labelled example (keeping)
 
 Every error is JSON ``{"error": "..."}`` with one line that says what to fix. Request bodies are capped at
-``MAX_BODY`` bytes. ``history`` is a follow-up's conversation, its earlier turns oldest first (``[{"question",
+``rag.serve.guard.MAX_BODY`` bytes. ``history`` is a follow-up's conversation, its earlier turns oldest first (``[{"question",
 "answer"}]``), at most ``MAX_HISTORY_TURNS`` turns and ``MAX_HISTORY_CHARS`` characters; the agent condenses the
 follow-up from the last ``history_turns`` of them (rag.agent.conversation). The server keeps no conversation: each
 request brings its own. Everything the page shows of documents, questions and model output is inserted as text.
@@ -49,87 +49,18 @@ from rag.curate.review import FileChanged
 from rag.errors import BadRequest, NotFound, SieveError
 from rag.serve.evalview import RunBrowser
 from rag.serve.goldenview import DECISION_SHAPE, GoldenReview
-from rag.serve.guard import Guard
+from rag.serve.guard import BodyLimit, Guard, SecurityHeaders, error
 from rag.serve.keeping import KeptQueries
 from rag.serve.programs import AUTO, Programs
 from rag.serve.recordings import find, recording
 from rag.serve.stream import Job, QueueFull, Runner, sse
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY = 64 * 1024  # a question (4,000 characters) and a history (MAX_HISTORY_CHARS) fit, as UTF-8 JSON
 MAX_HISTORY_TURNS = 20  # a conversation sent with a follow-up; the agent reads only the last history_turns of them
 MAX_HISTORY_CHARS = 20_000  # the questions and answers of those turns, together
 HISTORY_SHAPE = 'a JSON list of {"question": str, "answer": str} turns, oldest first'
 HEARTBEAT_S = 1.0
 DISCONNECT_POLL_S = 0.25  # how often a waiting /api/ask checks that its client is still there
-SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
-                               "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
-    "x-frame-options": "DENY",
-}
-
-
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes (413), whether or not they declare a Content-Length."""
-
-    def __init__(self, app: Any, limit: int = MAX_BODY) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = error(413, f"the request body is over {self.limit} bytes; send a shorter question or history")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await too_big(scope, receive, send)
-        seen = 0
-
-        async def limited() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooBig()
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except _TooBig:
-            await too_big(scope, receive, send)
-
-
-class _TooBig(Exception):
-    pass
-
-
-class SecurityHeaders:
-    """Add ``SECURITY_HEADERS`` to every response. Plain ASGI, not ``@app.middleware("http")``: Starlette's
-    BaseHTTPMiddleware wraps ``receive``, and a request polling ``is_disconnected()`` through it never sees its
-    client hang up."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def with_headers(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                names = {k.lower() for k in SECURITY_HEADERS}
-                kept = [(k, v) for k, v in message.get("headers", []) if k.decode("latin-1").lower() not in names]
-                message = {**message, "headers": [*kept, *((k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
 def text_field(name: str, value: str) -> str:
     """``value`` if it can be sent on as UTF-8; a lone surrogate (a JSON ``\\ud800`` escape without its pair) is a
     BadRequest naming the field and the character, refused before the question queues."""
