@@ -115,6 +115,8 @@ def test_a_period_outside_what_a_date_column_holds_is_named(periods, sql, found)
     "SELECT SUM(CASE WHEN shipped_on >= '2025-01-01' THEN 1 ELSE 0 END) FROM shipments",  # a CASE keeps every row
     "SELECT COUNT(*) FROM shipments s LEFT JOIN claims c ON c.shipment_id = s.shipment_id AND c.filed_on > '2025-01-01'",
     "SELECT COUNT(*) FROM shipments WHERE delivered_on > promised_on",  # no literal
+    # a UNION: the other branch keeps its rows
+    "SELECT shipment_id FROM shipments WHERE shipped_on > '2025-01-01' UNION SELECT shipment_id FROM claims",
     "SELECT COUNT(*) FROM claims WHERE claim_id > '2025-01-01'",  # not a date column
     "SELECT COUNT(*) FROM shipments WHERE strftime(shipped_on, '%m') = '01'",  # a month of any year
     "not sql at all",

@@ -19,7 +19,7 @@ both, and the critic's ``absent`` check flags the answer (rag.agent.critique):
 - **period** (:meth:`Unrecorded.outside`): a DATE column compared (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``)
   with a date outside the span its rows hold, or its year (``year(d)``, ``extract(year from d)``, ``date_part('year',
   d)``, ``strftime(d, '%Y')``) or month (``strftime(d, '%Y-%m')``, ``date_trunc('month', d)``) with one outside
-  theirs, in a condition not under OR or NOT: that condition keeps no row. "How many claims came in during January
+  theirs, in a condition not under OR, NOT, CASE, a UNION or an outer join's ON: that condition keeps no row. "How many claims came in during January
   2025?" keeps ``filed_on BETWEEN '2025-01-01' AND '2025-01-31'`` when claims end on 2024-12-31, and the answer says
   "0". The critic's coverage check cannot see this from the question's year alone when another date column (a
   promised date) runs into that year. Spans are read once when the agent starts (rag.data.coverage).
@@ -141,8 +141,8 @@ class Unrecorded:
         read = {t.lower() for t in tables_read(sql)}
         found = []
         for node in tree.find_all(exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between):
-            if node.find_ancestor(exp.Or, exp.Not, exp.Case, exp.If) or _outer_join(node):
-                continue  # another branch may keep rows; a CASE or an outer join's ON keeps every row
+            if node.find_ancestor(exp.Or, exp.Not, exp.Case, exp.If, exp.Union) or _outer_join(node):
+                continue  # another branch (of an OR, a UNION) may keep rows; a CASE or an outer join's ON keeps every row
             if isinstance(node, exp.Between):
                 sides = [(node.this, ">=", node.args.get("low")), (node.this, "<=", node.args.get("high"))]
             else:
