@@ -19,10 +19,11 @@ both, and the critic's ``absent`` check flags the answer (rag.agent.critique):
 - **period** (:meth:`Unrecorded.outside`): a DATE column compared (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``)
   with a date outside the span its rows hold, or its year (``year(d)``, ``extract(year from d)``, ``date_part('year',
   d)``, ``strftime(d, '%Y')``) or month (``strftime(d, '%Y-%m')``, ``date_trunc('month', d)``) with one outside
-  theirs, in a condition not under OR, NOT, CASE, a UNION or an outer join's ON: that condition keeps no row. "How many claims came in during January
-  2025?" keeps ``filed_on BETWEEN '2025-01-01' AND '2025-01-31'`` when claims end on 2024-12-31, and the answer says
-  "0". The critic's coverage check cannot see this from the question's year alone when another date column (a
-  promised date) runs into that year. Spans are read once when the agent starts (rag.data.coverage).
+  theirs, in a condition not under OR, NOT, CASE, a UNION or an outer join's ON: that condition keeps no row.
+  "How many claims came in during January 2025?" keeps ``filed_on BETWEEN '2025-01-01' AND '2025-01-31'`` when
+  claims end on 2024-12-31, and the answer says "0". The critic's coverage check cannot see this from the
+  question's year alone when another date column (a promised date) runs into that year. Spans are read once when
+  the agent starts (rag.data.coverage).
 
 A qualified column is judged against its own table (``shipments.status = 'rejected'``: a claim's status, never a
 shipment's); a bare one against every table the query reads that has a column of that name (``status = 'x'``
