@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.agent_pairs import agent_pairs  # noqa: E402
 from benchmarks.tables import emit  # noqa: E402
-from rag.lm.local import _grammar, default_threads, load_llama  # noqa: E402
+from rag.lm.grammar import json_grammar  # noqa: E402
+from rag.lm.local import default_threads, load_llama  # noqa: E402
 from rag.lm.models import DEFAULT_MODEL, model_path  # noqa: E402
 
 SCHEMA = {"type": "object", "required": ["subject", "relevant", "answer"],
@@ -75,7 +76,7 @@ def one_prompt(args: argparse.Namespace) -> list[str]:
         for name, (grammar, lazy) in PEERS.items():
             llm.reset()
             llm._sieve_lazy_grammar_on = lazy
-            extra = {"grammar": _grammar(SCHEMA)} if grammar else {}
+            extra = {"grammar": json_grammar(SCHEMA)} if grammar else {}
             start = time.perf_counter()
             out = llm.create_chat_completion(messages=[{"role": "user", "content": PROMPT}], max_tokens=args.tokens,
                                              temperature=0.0, **extra)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dspy  # noqa: E402
 
 from rag.config import Settings  # noqa: E402
+from rag.lm import grammar as json_grammars  # noqa: E402
 from rag.lm import local  # noqa: E402
 from rag.lm.configure import build_lm  # noqa: E402
 
@@ -92,9 +93,9 @@ def main() -> None:
         warm = [timed_call(lm, signature, QUESTIONS[1 + i % 3], context) for i in range(args.repeats)]
         # the peer: the exact messages DSPy sent, in the same order, with the same bounded grammar
         entries = lm.history[mark:]
-        schema = local.bound_schema(entries[0]["kwargs"]["response_format"].model_json_schema(),
+        schema = json_grammars.bound_schema(entries[0]["kwargs"]["response_format"].model_json_schema(),
                                     settings.embedded_max_tokens)
-        grammar = local._grammar(schema)
+        grammar = json_grammars.json_grammar(schema)
         llama.reset()
         raw = [raw_call(llama, entry["messages"], settings.embedded_max_tokens, grammar) for entry in entries]
         med = lambda calls: tuple(statistics.median(c[i] for c in calls) for i in range(3))  # noqa: E731

@@ -7,7 +7,7 @@ import pytest
 from dspy.utils import DummyLM
 
 from rag.lm.adapter import DEMOS_HEADER, PREAMBLE, SHARED_DEMOS_HEADER, SieveAdapter, program_demos
-from rag.lm.local import bound_schema, cut_fields
+from rag.lm.grammar import bound_schema, cut_fields
 from signatures import Answerer, Grader, Judge
 
 CONTEXT = "[1] [with#001] with statement\n<<<\nThe with statement wraps a block.\n>>>"
@@ -179,7 +179,7 @@ def test_raw_quotes_in_the_last_free_text_field_survive_and_are_re_escaped():
     """The 'The ' bug: a JSON grammar ends a string at the model's first unescaped quote."""
     import json
 
-    from rag.lm.local import close_last_string, open_last_string
+    from rag.lm.grammar import close_last_string, open_last_string
 
     schema = {"type": "object", "properties": {"cited_ids": {"type": "array", "items": {"type": "string"}},
                                                "answer": {"type": "string"}}, "required": ["cited_ids", "answer"]}
@@ -202,7 +202,7 @@ def test_a_key_spilled_into_the_last_free_text_field_is_cut_off():
     code fences until the bound; the grammar took all of it as answer text."""
     import json
 
-    from rag.lm.local import close_last_string
+    from rag.lm.grammar import close_last_string
 
     raw = ('{"cited_ids": ["formatstrings#012"], "answer": "The \'_\' option signals an underscore separator for '
            'type \'b\'", "chunk_ids": ["[formatstrings#012]"] }\n```\n```\n```"}')

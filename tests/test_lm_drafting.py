@@ -9,7 +9,8 @@ import pytest
 from rag.config import Settings
 from rag.errors import ConfigError
 from rag.lm import drafting
-from rag.lm.local import LlamaCppEngine, _grammar, bound_schema, find_smollm2_gguf, load_llama, open_last_string
+from rag.lm.grammar import bound_schema, json_grammar, open_last_string
+from rag.lm.local import LlamaCppEngine, find_smollm2_gguf, load_llama
 
 
 def ids(*tokens: int) -> np.ndarray:
@@ -69,7 +70,7 @@ def test_drafting_writes_the_same_text_in_fewer_steps(model: str):
     llm, _ = load_llama(find_smollm2_gguf() if model == "smollm2" else model_path(DEFAULT_MODEL), 2048)
     max_tokens = 64
     for schema in (SCHEMA, None):
-        grammar = _grammar(open_last_string(bound_schema(schema, max_tokens))[0]) if schema else None
+        grammar = json_grammar(open_last_string(bound_schema(schema, max_tokens))[0]) if schema else None
         plain, plain_steps = _decode(llm, 0, grammar, max_tokens)
         drafted, drafted_steps = _decode(llm, 8, grammar, max_tokens)
         assert drafted == plain, schema

@@ -42,7 +42,7 @@ def test_refuses_when_instructions_alone_do_not_fit():
 
 
 def test_bound_schema_caps_free_strings_and_arrays():
-    from rag.lm.local import CHARS_PER_TOKEN, MAX_ITEM_CHARS, MAX_ITEMS, bound_schema
+    from rag.lm.grammar import CHARS_PER_TOKEN, MAX_ITEM_CHARS, MAX_ITEMS, bound_schema
 
     schema = {"type": "object", "required": ["answer", "reasons", "label"], "properties": {
         "answer": {"type": "string"},
@@ -81,9 +81,9 @@ def test_few_shot_demos_give_way_before_the_question_context():
 
 
 def test_a_raw_newline_in_a_string_is_not_a_parse_failure():
-    from rag.lm.local import _json_problem
+    from rag.lm.grammar import json_problem
 
     schema = {"required": ["answer"]}
-    assert _json_problem('{"answer": "line one\nline two"}', schema) is None  # json_repair (DSPy) reads it too
-    assert _json_problem('{"answer": "unclosed', schema).startswith("invalid JSON")
-    assert _json_problem('{"other": 1}', schema) == "missing required keys ['answer']"
+    assert json_problem('{"answer": "line one\nline two"}', schema) is None  # json_repair (DSPy) reads it too
+    assert json_problem('{"answer": "unclosed', schema).startswith("invalid JSON")
+    assert json_problem('{"other": 1}', schema) == "missing required keys ['answer']"

@@ -8,7 +8,8 @@ import pytest
 from rag.config import Settings
 from rag.errors import ConfigError
 from rag.lm import sampling
-from rag.lm.local import LlamaCppEngine, _grammar, bound_schema, find_smollm2_gguf, load_llama, open_last_string
+from rag.lm.grammar import bound_schema, json_grammar, open_last_string
+from rag.lm.local import LlamaCppEngine, find_smollm2_gguf, load_llama
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def _run(llm, prompt: str, grammar, lazy: bool, max_tokens: int = 48) -> tuple[s
 def _same_tokens_both_ways(llm, schemas, prompts, max_tokens=48) -> tuple[int, int]:
     checks = full = 0
     for schema in schemas:
-        grammar = _grammar(open_last_string(bound_schema(schema, max_tokens))[0] if schema else None)
+        grammar = json_grammar(open_last_string(bound_schema(schema, max_tokens))[0] if schema else None)
         for prompt in prompts:
             chain_text, chain_sampler = _run(llm, prompt, grammar, lazy=False, max_tokens=max_tokens)
             lazy_text, lazy_sampler = _run(llm, prompt, grammar, lazy=True, max_tokens=max_tokens)
@@ -81,7 +82,7 @@ def test_free_text_greedy_is_the_chains_argmax():
 def test_other_sampling_keeps_the_stock_chain():
     llm, _ = load_llama(find_smollm2_gguf(), 2048)
     llm._sieve_lazy_grammar_on = True
-    grammar = _grammar(SCHEMAS[0])
+    grammar = json_grammar(SCHEMAS[0])
     greedy = dict(top_k=40, top_p=0.95, min_p=0.05, typical_p=1.0, temp=0.0, repeat_penalty=1.0,
                   frequency_penalty=0.0, presence_penalty=0.0, logits_processor=None, grammar=grammar)
     assert isinstance(llm._init_sampler(**greedy), sampling.LazyGrammarSampler)

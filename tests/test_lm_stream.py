@@ -14,7 +14,7 @@ import pytest
 from rag.config import Settings
 from rag.lm import streaming
 from rag.lm.adapter import SieveAdapter
-from rag.lm.local import close_last_string
+from rag.lm.grammar import close_last_string
 from rag.lm.streaming import FieldStream, partial_field
 
 ANSWER = 'Line one\nsays "hi" \\ back, \u00e9t\u00e9 \U0001F600 [with#000]. Tab:\there.'
@@ -64,7 +64,7 @@ def test_the_field_is_found_only_as_a_key_of_the_top_level_object():
 
 
 def test_a_raw_quote_in_the_last_string_is_text_unless_the_object_or_the_next_key_follows():
-    """The embedded engine lets the last string hold raw double quotes (rag.lm.local.open_last_string)."""
+    """The embedded engine lets the last string hold raw double quotes (rag.lm.grammar.open_last_string)."""
     assert partial_field('{"answer": "say "hi" now"}', "answer") == ('say "hi" now', False)
     assert partial_field('{"answer": "say "hi" } now"}', "answer") == ('say "hi" } now', False)  # text after "}
     assert partial_field('{"answer": "say "hi" }\n', "answer") == ('say "hi', False)  # the end, or more text
@@ -170,7 +170,7 @@ class Answer(dspy.Signature):
 
 @pytest.mark.slow
 def test_a_streamed_structured_call_returns_the_same_reply_and_the_answer_field_can_be_read_as_it_grows(lm):
-    """Grammar-constrained JSON with the free last string (rag.lm.local.open_last_string): the pieces join to what the
+    """Grammar-constrained JSON with the free last string (rag.lm.grammar.open_last_string): the pieces join to what the
     model wrote, which the engine then closes and re-escapes exactly as without a listener."""
     inputs = {"question": "What does the pass statement do?",
               "context": "[pass#000] pass is a null operation: when it is executed, nothing happens."}

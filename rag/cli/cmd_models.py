@@ -29,8 +29,7 @@ def models_cmd(
       rag models --set proposer_model=groq/llama-3.3-70b-versatile --no-check
     """
     from rag.config import parse_assignments
-    from rag.lm.check import check_spec
-    from rag.lm.configure import resolve_specs
+    from rag.lm.configure import check_spec, resolve_specs
 
     settings = load_settings(parse_assignments(set_))
     specs = resolve_specs(settings)

@@ -11,6 +11,8 @@ Model specs (``Settings.<role>_model``, env ``SIEVE_<ROLE>_MODEL``, config file,
 Unset roles default to all-embedded, or to Groq when ``GROQ_API_KEY`` is set (env or ``.env``):
 answerer ``groq/openai/gpt-oss-120b``, grader and rewriter ``groq/openai/gpt-oss-20b``, judge
 ``groq/qwen/qwen3-32b`` (another family, to reduce self-preference).
+
+:func:`check_spec` says whether a spec is usable here (``rag models``), with local checks only: no network call.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.config import ROLES, Settings, load_dotenv
-from rag.errors import ConfigError
+from rag.errors import ConfigError, SieveError
 
 if TYPE_CHECKING:  # DSPy is imported where an LM is made: `rag models --no-check` and `rag artifacts` never need it
     import dspy
@@ -130,3 +132,48 @@ def configure_dspy(settings: Settings, *, adapter: bool = True) -> None:
         from rag.lm.adapter import SieveAdapter
 
         dspy.configure(adapter=SieveAdapter(demo_position=settings.demo_position))
+
+
+def check_spec(spec: str, settings: Settings) -> tuple[bool, str]:
+    """(usable, one-line detail). Embedded/GGUF: the file is verified, loads and runs (with its speed here).
+    Groq: a key is present."""
+    try:
+        if spec == "embedded" or spec.startswith("gguf:"):
+            from rag.lm.local import load_llama, use_extra_bufts
+            from rag.lm.models import verified_status
+
+            path = gguf_path_for(spec, settings)  # an embedded model is assembled and verified here
+            llama, lock = load_llama(path, settings.n_ctx, settings.n_threads, settings.llama_extra_bufts)
+            repack = "on" if use_extra_bufts(settings.llama_extra_bufts) else "off"
+            check = verified_status(path) or "not a packaged model: no pinned sha256"
+            with lock:
+                prompt_tps, output_tps = measure_speed(llama)
+            return True, (f"{path.name} ({path.stat().st_size / 1e6:,.0f} MB, {check}), loaded: {llama.n_ctx()} ctx, "
+                          f"{llama.context_params.n_threads} threads, repack {repack}, prompt {prompt_tps:.0f} tok/s, "
+                          f"output {output_tps:.1f} tok/s")
+        if spec.startswith("groq/"):
+            load_dotenv()
+            if not os.environ.get("GROQ_API_KEY"):
+                return False, "GROQ_API_KEY is not set (env or .env)"
+            return True, "GROQ_API_KEY present" + (f", base URL {settings.groq_base_url}" if settings.groq_base_url else "")
+        return True, "LiteLLM model string; not checked (needs that provider's key)"
+    except SieveError as exc:
+        return False, str(exc)
+
+
+def measure_speed(llama, prompt_tokens: int = 128, output_tokens: int = 8) -> tuple[float, float]:
+    """(prompt tokens/s, output tokens/s) on this machine now: one batched prompt, then single-token steps."""
+    import time
+
+    text = " ".join(f"Passage {i}: the with statement wraps a block with a context manager." for i in range(60))
+    tokens = llama.tokenize(text.encode("utf-8"))[:prompt_tokens]
+    llama.reset()
+    start = time.perf_counter()
+    llama.eval(tokens)
+    prompt_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for token in tokens[:output_tokens]:
+        llama.eval([token])
+    output_s = time.perf_counter() - start
+    llama.reset()
+    return len(tokens) / prompt_s, output_tokens / output_s

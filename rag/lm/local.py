@@ -11,8 +11,8 @@ gives DSPy a model that needs no key and no network. The embedded models ship in
 - Before a file is first loaded, a child process checks that llama.cpp runs it on this CPU
   (``rag.lm.probe``): a build that faults is reported in one line, never as a bare crash.
 - When DSPy asks for structured output (``JSONAdapter`` sends a JSON schema), decoding is
-  constrained by a grammar compiled from that schema, so the text always *is* JSON of that
-  shape unless generation hits ``max_tokens``; such leftovers are counted in ``stats()``.
+  constrained by a grammar compiled from that schema (``rag.lm.grammar``), so the text always *is* JSON
+  of that shape unless generation hits ``max_tokens``; such leftovers are counted in ``stats()``.
 - A prompt longer than the context window is cut (``rag.lm.fit``) and the cut is recorded
   on the response (``Response.adaptations`` and ``provider_data["sieve"]["notes"]``).
 - Inside ``rag.lm.streaming.listen(on_text)`` each piece of text is passed to ``on_text`` as the model writes
@@ -25,11 +25,8 @@ gives DSPy a model that needs no key and no network. The embedded models ship in
 from __future__ import annotations
 
 import codecs
-import copy
-import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -41,6 +38,7 @@ from dspy.lm15 import Adaptation, ContextLengthError, Request, Response, respons
 from rag.errors import Cancelled, ModelError
 from rag.lm import drafting, probe, sampling, streaming
 from rag.lm.fit import fit_messages
+from rag.lm.grammar import bound_schema, close_last_string, cut_fields, json_grammar, json_problem, open_last_string
 from rag.lm.wire import SUPPORTED_PARAMS, ThreadedAsyncEngine, build_response, chat_messages, output_format
 from rag.usage.calls import LMCall, emit
 
@@ -52,7 +50,6 @@ DEFAULT_MAX_TOKENS = 512
 _MODELS: dict[tuple[str, int, bool], tuple[Any, threading.Lock]] = {}  # (file, n_ctx, repack kernels on)
 _RESOLVED: dict[tuple[str, int, str], tuple[str, int, bool]] = {}  # (file, n_ctx, extra_bufts setting) -> key
 _MODELS_LOCK = threading.Lock()
-_GRAMMARS: dict[str, Any] = {}
 _STATS_LOCK = threading.Lock()
 _STATS = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "structured_calls": 0, "parse_failures": 0, "truncations": 0,
           "field_cuts": 0}
@@ -147,145 +144,6 @@ def _count(**deltas: int) -> None:
     with _STATS_LOCK:
         for key, value in deltas.items():
             _STATS[key] += value
-
-
-def _grammar(schema: dict[str, Any] | None) -> Any:
-    """A compiled llama.cpp grammar for a JSON schema (or for any JSON object), cached by schema."""
-    from llama_cpp import LlamaGrammar
-    from llama_cpp.llama_grammar import JSON_GBNF
-
-    key = json.dumps(schema) if schema is not None else ""
-    with _MODELS_LOCK:
-        if key not in _GRAMMARS:
-            _GRAMMARS[key] = (LlamaGrammar.from_json_schema(key, verbose=False) if schema is not None
-                              else LlamaGrammar.from_string(JSON_GBNF, verbose=False))
-        return _GRAMMARS[key]
-
-
-MAX_ITEMS = 6  # arrays without their own maxItems
-MAX_ITEM_CHARS = 64  # strings inside arrays (chunk ids, short entries)
-CHARS_PER_TOKEN = 3.0  # English prose runs 3-4 characters per token; ids and digits fewer
-MAX_STRING_CHARS = 1000  # llama.cpp refuses grammars with much larger repetitions
-
-
-def bound_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    """A copy of ``schema`` whose unbounded strings get a ``maxLength`` and arrays a ``maxItems``,
-    sized so the whole object fits in ``max_tokens``. A small model that rambles inside a string
-    would otherwise hit ``max_tokens`` before closing the JSON; with these bounds the grammar
-    closes it in time. Strings with an enum/const/pattern/format are left alone; no bound exceeds
-    ``MAX_STRING_CHARS`` (so one free-text field holds at most ~1,000 characters)."""
-    schema = copy.deepcopy(schema)
-    strings: list[tuple[dict[str, Any], bool]] = []
-
-    def walk(node: Any, in_array: bool) -> None:
-        if isinstance(node, list):
-            for item in node:
-                walk(item, in_array)
-        if not isinstance(node, dict):
-            return
-        if node.get("type") == "array" and "maxItems" not in node:
-            node["maxItems"] = MAX_ITEMS
-        if node.get("type") == "string" and not {"maxLength", "enum", "const", "pattern", "format"} & node.keys():
-            strings.append((node, in_array))
-        for key, value in node.items():
-            walk(value, in_array or (key == "items" and node.get("type") == "array"))
-
-    walk(schema, False)
-    budget = int(max_tokens * CHARS_PER_TOKEN * 0.8)  # characters the strings may use, leaving room for structure
-    items = [node for node, in_array in strings if in_array]
-    for node in items:  # ids and short list entries
-        node["maxLength"] = MAX_ITEM_CHARS
-    free = [node for node, in_array in strings if not in_array]
-    if free:
-        per_string = min(MAX_STRING_CHARS, max(16, (budget - len(items) * MAX_ITEMS * MAX_ITEM_CHARS) // len(free)))
-        for node in free:
-            node["maxLength"] = per_string
-    return schema
-
-
-FREE_TEXT = "^[^\\x00-\\x08]{0,%d}$"  # any text but control characters: raw double quotes included
-
-
-def open_last_string(schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """The schema with its last property, when that is a free-text string, opened to raw double quotes.
-
-    Under a JSON grammar a model that writes ``"not 'foo'"`` inside a string without escaping it ends
-    the string at that quote: the field is cut short ("The ") and the grammar forces the next key. The
-    last string of an object ends only at ``"`` + ``}``, so there any quote may stand inside it: the
-    grammar admits both readings and the model's own ``"}`` closes it. :func:`close_last_string` then
-    re-escapes the text. Signatures put free text last for this reason.
-    """
-    props = schema.get("properties") or {}
-    if not props:
-        return schema, None
-    name = list(props)[-1]
-    node = props[name]
-    if not isinstance(node, dict) or node.get("type") != "string" or {"enum", "const", "pattern", "format"} & node.keys():
-        return schema, None
-    schema = copy.deepcopy(schema)
-    schema["properties"][name] = {"type": "string",
-                                  "pattern": FREE_TEXT % min(int(node.get("maxLength", MAX_STRING_CHARS)), MAX_STRING_CHARS)}
-    return schema, name
-
-
-# A quote, a comma and a new key: the model closing the free string and starting another field (a key the
-# schema does not have, so the grammar read it as more text). Prose practically never contains this.
-KEY_SPILL = re.compile(r'(?<!\\)"\s*,\s*"[A-Za-z_][A-Za-z0-9_ ]{0,40}"\s*:')
-
-
-def close_last_string(text: str, name: str) -> tuple[str, bool, bool]:
-    """(valid JSON text, whether the value was cut, whether it spilled): the raw last string re-escaped, closed if
-    generation stopped, and cut where the model began another key inside it (``", "chunk_ids": [...``)."""
-    start = re.search(r'"%s"\s*:\s*"' % re.escape(name), text)
-    body = text[start.end():] if start else ""
-    spill = KEY_SPILL.search(body)
-    if not spill:
-        try:
-            json.loads(text, strict=False)
-            return text, False, False
-        except json.JSONDecodeError:
-            pass
-    if not start:
-        return text, False, False
-    end = re.search(r'"\s*}\s*$', body)
-    raw = body[:spill.start()] if spill else body[:end.start()] if end else body
-    for candidate in (raw, re.sub(r'(?<!\\)"', '\\"', raw)):
-        try:
-            value = json.loads(f'"{candidate}"', strict=False)
-            break
-        except json.JSONDecodeError:
-            continue
-    else:
-        value = raw
-    return text[:start.end() - 1] + json.dumps(value, ensure_ascii=False) + "}", end is None and not spill, bool(spill)
-
-
-def cut_fields(text: str, bounded: dict[str, Any]) -> list[tuple[str, int]]:
-    """Top-level string fields whose value reached the ``maxLength`` the grammar imposed: cut short, not finished."""
-    try:
-        value = json.loads(text, strict=False)
-    except json.JSONDecodeError:
-        return []
-    out = []
-    for name, prop in (bounded.get("properties") or {}).items():
-        limit = prop.get("maxLength") if isinstance(prop, dict) else None
-        if isinstance(prop, dict) and str(prop.get("pattern", "")).startswith(FREE_TEXT[:14]):
-            limit = int(re.search(r"\{0,(\d+)\}", prop["pattern"]).group(1))
-        if limit and isinstance(value, dict) and isinstance(value.get(name), str) and len(value[name]) >= limit:
-            out.append((name, int(limit)))
-    return out
-
-
-def _json_problem(text: str, schema: dict[str, Any] | None) -> str | None:
-    """Why ``text`` is not the JSON object asked for, or None when it is."""
-    try:  # strict=False: a raw newline inside a string is fine for DSPy's parser (json_repair) too
-        value = json.loads(text, strict=False)
-    except json.JSONDecodeError as exc:
-        return f"invalid JSON ({exc.msg} at char {exc.pos})"
-    if not isinstance(value, dict):
-        return "JSON is not an object"
-    missing = [key for key in (schema or {}).get("required", []) if key not in value]
-    return f"missing required keys {missing}" if missing else None
 
 
 def _listened(llama: Any, kwargs: dict[str, Any], listener: streaming.Listener) -> dict[str, Any]:
@@ -420,7 +278,7 @@ class LlamaCppEngine:
                 kwargs["top_p"] = config.top_p
             bounded, free = open_last_string(bound_schema(fmt.schema, max_tokens)) if fmt.schema else (None, None)
             if fmt.kind != "text":
-                kwargs["grammar"] = _grammar(bounded)
+                kwargs["grammar"] = json_grammar(bounded)
             try:
                 llama._sieve_lazy_grammar_on = self.lazy_grammar  # read by rag.lm.sampling.install's hook
                 llama._sieve_draft = self.draft_tokens  # read by rag.lm.drafting.install's hook
@@ -442,7 +300,7 @@ class LlamaCppEngine:
         if fit.note:
             notes = (Adaptation(field="messages", action="client_side", reason=fit.note),)
             sieve_notes.append(fit.note)
-        problem = _json_problem(text, fmt.schema) if fmt.kind != "text" else None
+        problem = json_problem(text, fmt.schema) if fmt.kind != "text" else None
         if problem:
             sieve_notes.append(f"structured output did not parse: {problem}")
             log.warning("embedded model: structured output did not parse (%s); finish_reason=%s", problem,

@@ -201,7 +201,7 @@ def _unicode_escape(text: str, i: int) -> tuple[str | None, int]:
 
 
 def _read_value(text: str, i: int) -> tuple[str, bool]:
-    """The answer's string value from ``text[i]`` on, read as ``rag.lm.local.close_last_string`` reads the embedded
+    """The answer's string value from ``text[i]`` on, read as ``rag.lm.grammar.close_last_string`` reads the embedded
     engine's free last string, which may hold raw double quotes (``open_last_string``): a quote that is not escaped
     ends the value when the next key follows it (complete), and when ``}`` and nothing more follows it (at the end
     of the reply: the reply may still go on, so the value is not complete yet); followed by anything else it is part
