@@ -43,6 +43,8 @@ from rag.data.schemalink import NAMES_FROM, VALUE_CHARS
 TIME_PARTS = {"hour", "minute", "second", "hours", "minutes", "seconds"}
 TIME_FORMATS = ("%H", "%M", "%S", "%I", "%p", "%T", "%R")  # strftime: hour, minute, second, 12-hour, AM/PM, h:m:s
 _ISO_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")  # '2025-01-31', '2025-01-31 00:00', '2025-01'
+_OPS = {"EQ": "=", "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<="}  # sqlglot's comparison nodes, by class name
+_FLIPPED = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}  # the same comparison read from its other side
 
 
 @dataclass
@@ -127,7 +129,6 @@ class Unrecorded:
                                  "of day")
         return found
 
-
     def outside(self, sql: str) -> list[str]:
         """The date conditions of ``sql`` that keep no row because they ask for a period outside the dates the
         column holds, one phrase each ("claims.filed_on runs from 2024-01-12 to 2024-12-31: filed_on BETWEEN
@@ -147,9 +148,8 @@ class Unrecorded:
             if isinstance(node, exp.Between):
                 sides = [(node.this, ">=", node.args.get("low")), (node.this, "<=", node.args.get("high"))]
             else:
-                op = {exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}[type(node)]
-                flip = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
-                sides = [(node.left, op, node.right), (node.right, flip[op], node.left)]
+                op = _OPS[type(node).__name__]
+                sides = [(node.left, op, node.right), (node.right, _FLIPPED[op], node.left)]
             for side, op, other in sides:
                 dated = _dated(side)
                 if dated is None or (value := _point(other, dated[1])) is None:
@@ -216,11 +216,12 @@ def _point(node: Any, unit: str) -> int | None:
         node = node.this
     if not isinstance(node, exp.Literal):
         return None
-    if not node.is_string:
-        return int(float(node.this)) if unit == "year" and node.this.isdigit() and len(node.this) == 4 else None
-    m = _ISO_DATE.match(node.this.strip())
+    text = node.this.strip()
+    if unit == "year" and text.isdigit() and len(text) == 4:
+        return int(text)  # 2025 or '2025'
+    m = _ISO_DATE.match(text) if node.is_string else None
     if m is None:
-        return int(node.this) if unit == "year" and node.this.strip().isdigit() and len(node.this.strip()) == 4 else None
+        return None
     year, month, day = int(m.group(1)), int(m.group(2)), m.group(3)
     try:
         date = dt.date(year, month, int(day or 1))
